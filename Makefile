@@ -1,0 +1,33 @@
+# Every target sets up (or reuses) the project's own virtual environment: nothing relies on
+# packages installed by hand.
+VENV   ?= .venv
+PYTHON ?= python3
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint broker-start broker-stop clean
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+## The main job on the embedded default: no broker needed.
+demo: $(STAMP)
+	$(VENV)/bin/leap-stream demo
+
+## The whole test suite, integration tests included, against a real local Kafka broker.
+test: $(STAMP)
+	LEAP_KAFKA_BOOTSTRAP=$$(deploy/kafka/broker start | tail -n 1) $(VENV)/bin/pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+broker-start:
+	deploy/kafka/broker start
+
+broker-stop:
+	deploy/kafka/broker stop
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

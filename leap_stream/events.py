@@ -1,0 +1,83 @@
+"""The event contract in plain data: names, enumerations and the history table's columns.
+
+Events cross every boundary in the dict shape of their Avro records (``schemas/``): what
+fastavro decodes is what the core consumes, so the replay tool and the Kafka processors hand
+the core the very same objects.
+
+>>> sorted(STATUSES)
+['failed', 'preempted', 'succeeded']
+>>> HISTORY_SCHEMA.field("candidate_hardware").type
+ListType(list<item: string>)
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+__all__ = [
+    "EVENT_TYPES",
+    "FRAMEWORKS",
+    "HISTORY_COLUMNS",
+    "HISTORY_SCHEMA",
+    "ORACLE_SCHEMA",
+    "PRECISIONS",
+    "STATUSES",
+    "SUBMITTED_ONLY_COLUMNS",
+    "COMPLETED_ONLY_COLUMNS",
+]
+
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
+STATUSES = ("succeeded", "failed", "preempted")
+EVENT_TYPES = ("submitted", "completed")
+FRAMEWORKS = ("pytorch", "jax", "tensorflow")
+
+# One row per event, in event-time order (docs/data.md). Columns that belong to one event type
+# only are null on the other's rows; `num_devices` is filled on both.
+HISTORY_SCHEMA = pa.schema(
+    [
+        pa.field("event_type", pa.string(), nullable=False),
+        pa.field("event_id", pa.string(), nullable=False),
+        pa.field("event_time", pa.timestamp("ms", tz="UTC"), nullable=False),
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("lineage_id", pa.string(), nullable=False),
+        pa.field("model_type", pa.string()),
+        pa.field("model_family", pa.string()),
+        pa.field("framework", pa.string()),
+        pa.field("param_count", pa.int64()),
+        pa.field("global_batch_size", pa.int32()),
+        pa.field("seq_len", pa.int32()),
+        pa.field("precision", pa.string()),
+        pa.field("num_devices", pa.int32(), nullable=False),
+        pa.field("tensor_parallel", pa.int32()),
+        pa.field("pipeline_parallel", pa.int32()),
+        pa.field("requested_hardware", pa.string()),
+        pa.field("candidate_hardware", pa.list_(pa.string())),
+        pa.field("hardware_type", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("throughput", pa.float64()),
+        pa.field("steps", pa.int64()),
+    ]
+)
+HISTORY_COLUMNS = tuple(HISTORY_SCHEMA.names)
+
+SUBMITTED_ONLY_COLUMNS = (
+    "model_type",
+    "model_family",
+    "framework",
+    "param_count",
+    "global_batch_size",
+    "precision",
+    "tensor_parallel",
+    "pipeline_parallel",
+)
+COMPLETED_ONLY_COLUMNS = ("hardware_type", "status", "steps")
+
+# The true expected throughput of one attempt on one hardware type (null: it cannot run there),
+# in the history's submission order so a replay can stream it alongside.
+ORACLE_SCHEMA = pa.schema(
+    [
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("hardware_type", pa.string(), nullable=False),
+        pa.field("throughput", pa.float64()),
+    ]
+)

@@ -18,7 +18,8 @@ demo: $(STAMP)
 
 ## The whole test suite, integration tests included, against a real local Kafka broker.
 test: $(STAMP)
-	LEAP_KAFKA_BOOTSTRAP=$$(deploy/kafka/broker start | tail -n 1) $(VENV)/bin/pytest
+	deploy/kafka/broker start >/dev/null
+	LEAP_KAFKA_BOOTSTRAP=$$(deploy/kafka/broker bootstrap) $(VENV)/bin/pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

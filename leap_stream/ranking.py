@@ -1,0 +1,169 @@
+"""A ranking of candidate hardware types for one submission: what the core returns.
+
+Columnar and cheap to build (numpy arrays, one entry per candidate, best first), so the replay
+can score millions of them; :meth:`Ranking.to_record` turns one into the ``HardwareRanking`` Avro
+record's dict shape for the rankings topic.
+
+>>> from datetime import datetime, UTC
+>>> import numpy as np
+>>> r = rank_candidates(
+...     job_id="job-1", lineage_id="lin-1", event_time=datetime(2025, 1, 1, tzinfo=UTC),
+...     model_version="online@0", num_devices=8,
+...     hardware=("A", "B", "C"), eligible=np.array([True, True, False]),
+...     reasons=(None, None, "does not fit device memory"),
+...     predicted=np.array([100.0, 300.0, 500.0]), lower=np.array([90.0, 270.0, 450.0]),
+...     upper=np.array([110.0, 330.0, 550.0]), price=np.array([1.0, 2.0, 1.0]),
+...     source=("model", "lineage_prior", "model"),
+... )
+>>> r.hardware, r.top
+(('B', 'A', 'C'), 'B')
+>>> round(r.record()["candidates"][0]["predicted_cost_per_1k_samples"], 4)
+0.0148
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SOURCES", "Ranking", "cost_per_1k_samples", "rank_candidates"]
+
+# Where a prediction came from: this lineage's own prior on that hardware, the model (transferred
+# from the lineage's priors elsewhere or learned from other jobs), or a cold start (the model has
+# seen too little of this hardware type or model type to be trusted).
+SOURCES = ("lineage_prior", "model", "cold_start", "lookup")
+
+
+def cost_per_1k_samples(
+    num_devices: int | np.ndarray, price_per_device_hour: np.ndarray, throughput: np.ndarray
+) -> np.ndarray:
+    """USD to process 1,000 samples: devices x price per device-hour / samples per hour x 1000."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(num_devices) * price_per_device_hour * 1000.0 / (throughput * 3600.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """Candidates best first: the eligible ones by predicted cost per sample, then the rest."""
+
+    job_id: str
+    lineage_id: str
+    event_time: datetime
+    model_version: str
+    num_devices: int
+    hardware: tuple[str, ...]
+    eligible: np.ndarray  # bool
+    reasons: tuple[str | None, ...]  # why a candidate is ineligible (None when eligible)
+    predicted: np.ndarray  # samples/s; NaN where nothing was predicted
+    lower: np.ndarray
+    upper: np.ndarray
+    price: np.ndarray  # USD per device-hour
+    cost_per_1k: np.ndarray  # USD per 1,000 samples; NaN where ineligible or unpredicted
+    source: tuple[str, ...]
+    abstain_reason: str | None = None
+
+    @property
+    def abstained(self) -> bool:
+        """True when nothing was ranked (no eligible candidate, or nothing to predict from)."""
+        return self.abstain_reason is not None
+
+    @property
+    def ranked_count(self) -> int:
+        """How many candidates got a rank (eligible, with a prediction)."""
+        return int(np.count_nonzero(self.eligible & np.isfinite(self.cost_per_1k)))
+
+    @property
+    def top(self) -> str | None:
+        """The best candidate, or None when the ranking abstained."""
+        return None if self.abstained else self.hardware[0]
+
+    def record(self, event_id: str | None = None) -> dict[str, Any]:
+        """The ``leap.v1.HardwareRanking`` record (dict shape, as fastavro encodes it)."""
+        ranked = self.ranked_count
+
+        def opt(value: float) -> float | None:
+            return float(value) if np.isfinite(value) else None
+
+        candidates = [
+            {
+                "hardware_type": name,
+                "rank": i + 1 if i < ranked else None,
+                "eligible": bool(self.eligible[i]),
+                "ineligible_reason": self.reasons[i],
+                "predicted_throughput": opt(self.predicted[i]),
+                "throughput_lower": opt(self.lower[i]),
+                "throughput_upper": opt(self.upper[i]),
+                "price_per_device_hour": float(self.price[i]),
+                "predicted_cost_per_1k_samples": opt(self.cost_per_1k[i]),
+                "source": self.source[i],
+            }
+            for i, name in enumerate(self.hardware)
+        ]
+        return {
+            "event_id": event_id or f"{self.job_id}/ranking",
+            "event_time": self.event_time,
+            "job_id": self.job_id,
+            "lineage_id": self.lineage_id,
+            "model_version": self.model_version,
+            "abstained": self.abstained,
+            "abstain_reason": self.abstain_reason,
+            "candidates": candidates,
+        }
+
+
+def rank_candidates(
+    *,
+    job_id: str,
+    lineage_id: str,
+    event_time: datetime,
+    model_version: str,
+    num_devices: int,
+    hardware: tuple[str, ...],
+    eligible: np.ndarray,
+    reasons: tuple[str | None, ...],
+    predicted: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    price: np.ndarray,
+    source: tuple[str, ...],
+) -> Ranking:
+    """Order candidates by predicted cost per 1,000 samples (cheapest first).
+
+    Eligible candidates with a prediction come first, cheapest first (ties: higher throughput,
+    then name, so the order is deterministic); then eligible ones without a prediction; then the
+    ineligible ones, in the order given. The ranking abstains when no candidate can be ranked.
+    """
+    cost = np.where(eligible, cost_per_1k_samples(num_devices, price, predicted), np.nan)
+    rankable = eligible & np.isfinite(cost)
+    group = np.where(rankable, 0, np.where(eligible, 1, 2))
+    position = np.arange(len(hardware))
+    order = np.lexsort(
+        (position, -np.nan_to_num(predicted), np.nan_to_num(cost, nan=np.inf), group)
+    )
+    abstain = None
+    if not eligible.any():
+        abstain = "no eligible candidate: " + "; ".join(
+            sorted({r for r in reasons if r is not None})
+        )
+    elif not rankable.any():
+        abstain = "no prediction for any eligible candidate"
+    return Ranking(
+        job_id=job_id,
+        lineage_id=lineage_id,
+        event_time=event_time,
+        model_version=model_version,
+        num_devices=num_devices,
+        hardware=tuple(hardware[i] for i in order),
+        eligible=eligible[order],
+        reasons=tuple(reasons[i] for i in order),
+        predicted=predicted[order],
+        lower=lower[order],
+        upper=upper[order],
+        price=price[order],
+        cost_per_1k=cost[order],
+        source=tuple(source[i] for i in order),
+        abstain_reason=abstain,
+    )

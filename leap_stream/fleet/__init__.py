@@ -5,8 +5,9 @@ every attempt on every hardware type) that look like a real fleet's: see ``docs/
 """
 
 from leap_stream.fleet.generator import FleetConfig, generate_fleet
-from leap_stream.fleet.physics import HardwareArrays, expected_throughput
+from leap_stream.fleet.physics import expected_throughput
 from leap_stream.fleet.zoo import FAMILIES, ModelZoo, build_zoo
+from leap_stream.hardware import HardwareArrays
 
 __all__ = [
     "FAMILIES",

@@ -25,13 +25,13 @@ noise and rare stragglers (:func:`measured_throughput`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 import numpy as np
 
-from leap_stream.catalog import VENDORS, Catalog
-from leap_stream.events import FRAMEWORKS, PRECISIONS
+from leap_stream.catalog import VENDORS
+from leap_stream.events import PRECISIONS
 from leap_stream.fleet.zoo import FAMILY_NAMES
+from leap_stream.hardware import HardwareArrays
 from leap_stream.memory import (
     MICRO_BATCH,
     SEQUENCE_FAMILIES,
@@ -108,47 +108,6 @@ RELEASES: tuple[SoftwareRelease, ...] = (
     SoftwareRelease("Intel", ("cnn", "vit"), 0.70, 1.12, "Gaudi software release"),
     SoftwareRelease("Google", ("cnn", "recsys"), 0.80, 1.12, "XLA release: sparse cores"),
 )
-
-
-@dataclass(frozen=True)
-class HardwareArrays:
-    """The catalog as column arrays, indexed by hardware position (H types)."""
-
-    names: np.ndarray
-    vendor_index: np.ndarray
-    peak_tflops: np.ndarray  # (H, len(PRECISIONS))
-    supports: np.ndarray  # bool (H, len(FRAMEWORKS), len(PRECISIONS))
-    memory_gb: np.ndarray
-    memory_bw_tbps: np.ndarray
-    interconnect_gbps: np.ndarray
-    devices_per_node: np.ndarray
-    scale_out_gbps: np.ndarray
-    price_per_device_hour: np.ndarray
-    launch_day: np.ndarray  # days after the trace start (negative: launched before)
-
-    @classmethod
-    def from_catalog(cls, catalog: Catalog, start: datetime) -> HardwareArrays:
-        """Column arrays of ``catalog``, with launch days counted from ``start``."""
-        acc = list(catalog)
-        start_day = start.date()
-        return cls(
-            names=np.array([a.name for a in acc]),
-            vendor_index=np.array([VENDORS.index(a.vendor) for a in acc]),
-            peak_tflops=np.array([[a.peak_tflops(p) for p in PRECISIONS] for a in acc]),
-            supports=np.array(
-                [[[a.supports(f, p) for p in PRECISIONS] for f in FRAMEWORKS] for a in acc]
-            ),
-            memory_gb=np.array([a.memory_gb for a in acc], dtype=float),
-            memory_bw_tbps=np.array([a.memory_bw_tbps for a in acc], dtype=float),
-            interconnect_gbps=np.array([a.interconnect_gbps for a in acc], dtype=float),
-            devices_per_node=np.array([a.devices_per_node for a in acc], dtype=float),
-            scale_out_gbps=np.array([a.scale_out_gbps for a in acc], dtype=float),
-            price_per_device_hour=np.array([a.price_per_device_hour for a in acc], dtype=float),
-            launch_day=np.array([(a.launch_date - start_day).days for a in acc], dtype=float),
-        )
-
-    def __len__(self) -> int:
-        return len(self.names)
 
 
 def maturity(

@@ -1,0 +1,219 @@
+"""The functional core: a submission in, a ranking out; a completion in, the model learns.
+
+Every piece of state lives in injected mutable mappings (plain dicts in the replay,
+changelog-backed tables in the streaming service), so the very same code runs on Kafka:
+
+- ``pending``: job_id -> what the submission left for its completion to join (the JobSubmitted
+  record and the predictions made for it);
+- ``priors``: lineage_id -> that lineage's prior-throughput state (:mod:`leap_stream.priors`).
+
+The learned model itself (:class:`leap_stream.model.ThroughputModel`) and the interval
+calibration are the predictor's own state, snapshotted as a whole.
+
+>>> from datetime import datetime, UTC
+>>> from leap_stream.catalog import default_catalog
+>>> core = LeapCore(default_catalog())
+>>> job = {"event_id": "e1", "event_time": datetime(2025, 6, 1, tzinfo=UTC), "job_id": "j1",
+...     "lineage_id": "l1", "model_type": "resnet", "model_family": "cnn",
+...     "framework": "pytorch", "param_count": 25_000_000, "global_batch_size": 2048,
+...     "seq_len": None, "precision": "bf16", "num_devices": 8, "tensor_parallel": 1,
+...     "pipeline_parallel": 1, "requested_hardware": "H100-SXM",
+...     "candidate_hardware": ["H100-SXM", "MI300X", "TPU-v5e"]}
+>>> ranking = core.on_submitted(job)
+>>> sorted(ranking.hardware), ranking.abstained
+(['H100-SXM', 'MI300X', 'TPU-v5e'], False)
+>>> core.on_completed({"event_id": "e2", "event_time": datetime(2025, 6, 1, 3, tzinfo=UTC),
+...     "job_id": "j1", "lineage_id": "l1", "hardware_type": "H100-SXM", "num_devices": 8,
+...     "status": "succeeded", "throughput": 20_000.0, "steps": 1000})
+True
+>>> again = core.on_submitted({**job, "event_id": "e3", "job_id": "j2"})
+>>> dict(zip(again.hardware, again.source))["H100-SXM"]
+'lineage_prior'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import MutableMapping
+from typing import Any
+
+import numpy as np
+
+from leap_stream.catalog import Catalog
+from leap_stream.eligibility import Eligibility, EligibilityRules
+from leap_stream.features import FeatureEncoder
+from leap_stream.intervals import ConformalIntervals
+from leap_stream.lookup import LookupTable
+from leap_stream.model import ThroughputModel
+from leap_stream.priors import lineage_offset, prior_offsets, update_prior
+from leap_stream.ranking import Ranking, rank_candidates
+
+__all__ = ["COLD_START_MIN_OBSERVATIONS", "LeapCore", "LookupRanker"]
+
+# Below this many observations of a hardware type the model's view of it is mostly its spec
+# sheet: predictions for it are marked cold_start (and get that source's wider intervals).
+COLD_START_MIN_OBSERVATIONS = 50
+SUCCEEDED = "succeeded"
+
+
+def _time_ms(event: dict[str, Any]) -> float:
+    return event["event_time"].timestamp() * 1000.0
+
+
+class LeapCore:
+    """The online predictor and ranker (see the module docstring for its state)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        pending: MutableMapping[str, dict[str, Any]] | None = None,
+        priors: MutableMapping[str, dict[str, list[float]]] | None = None,
+        interval_level: float = 0.9,
+    ) -> None:
+        self.rules = EligibilityRules(catalog)
+        self.hw = self.rules.hw
+        self.model = ThroughputModel(FeatureEncoder(self.hw))
+        self.intervals = ConformalIntervals(level=interval_level)
+        self.pending = {} if pending is None else pending
+        self.priors = {} if priors is None else priors
+        self.type_counts: dict[str, int] = {}
+        self.unmatched_completions = 0
+
+    @property
+    def model_version(self) -> str:
+        """Names the model state a ranking came from: how many completions it has learned."""
+        return f"online-{self.model.learned}"
+
+    def on_submitted(
+        self, event: dict[str, Any], eligibility: Eligibility | None = None
+    ) -> Ranking:
+        """Rank the candidates of a JobSubmitted record; remember it for its completion."""
+        check = eligibility or self.rules.check(event)
+        n = len(check.names)
+        known = check.positions >= 0
+        positions = np.where(known, check.positions, 0)
+        job = self.model.encoder.job(event)
+        log_pred = self.model.predict_many(job, positions)
+
+        now_ms = _time_ms(event)
+        index = (
+            self.hw.index
+            if event.get("candidate_hardware") is None
+            else {name: i for i, name in enumerate(check.names)}
+        )
+        offsets, same = prior_offsets(self.priors.get(event["lineage_id"]), index, n, now_ms)
+        log_pred = log_pred + offsets
+        unseen_type = self.type_counts.get(event["model_type"], 0) == 0
+        cold = (self.model.seen[positions] < COLD_START_MIN_OBSERVATIONS) | unseen_type
+        source = np.where(same, "lineage_prior", np.where(cold, "cold_start", "model"))
+        halfwidth = {
+            s: self.intervals.halfwidth(s) for s in ("lineage_prior", "model", "cold_start")
+        }
+        width = np.array([halfwidth[s] for s in source])
+        predicted = np.where(known, np.exp(log_pred), np.nan)
+
+        self.pending[event["job_id"]] = {
+            "job": event,
+            "positions": positions.tolist(),
+            "log_pred": log_pred.tolist(),
+            "source": source.tolist(),
+        }
+        return rank_candidates(
+            job_id=event["job_id"],
+            lineage_id=event["lineage_id"],
+            event_time=event["event_time"],
+            model_version=self.model_version,
+            num_devices=event["num_devices"],
+            hardware=check.names,
+            eligible=check.eligible,
+            reasons=check.reasons,
+            predicted=predicted,
+            lower=predicted * np.exp(-width),
+            upper=predicted * np.exp(width),
+            price=np.where(known, self.hw.price_per_device_hour[positions], np.nan),
+            source=tuple(source.tolist()),
+        )
+
+    def on_completed(self, event: dict[str, Any]) -> bool:
+        """Join a JobCompleted record to its submission and learn from it.
+
+        Returns False when there is no pending submission (a duplicate or an orphan): nothing
+        is learned twice.
+        """
+        entry = self.pending.pop(event["job_id"], None)
+        if entry is None:
+            self.unmatched_completions += 1
+            return False
+        throughput = event.get("throughput")
+        position = self.hw.index.get(event["hardware_type"])
+        if event["status"] != SUCCEEDED or not throughput or throughput <= 0 or position is None:
+            return True
+        submitted = entry["job"]
+        job = self.model.encoder.job(submitted)
+        log_y = math.log(throughput)
+        base = float(self.model.predict_many(job, np.array([position]))[0])
+
+        try:  # how far off the submission-time prediction was, for the intervals
+            i = entry["positions"].index(position)
+            self.intervals.learn_one(entry["source"][i], abs(log_y - entry["log_pred"][i]))
+        except ValueError:  # ran on hardware that was not among its candidates
+            pass
+
+        lineage = submitted["lineage_id"]
+        now_ms = _time_ms(event)
+        state = self.priors.get(lineage)
+        self.model.learn_one(job, position, log_y - lineage_offset(state, now_ms))
+        self.priors[lineage] = update_prior(state, event["hardware_type"], log_y - base, now_ms)
+        model_type = submitted["model_type"]
+        self.type_counts[model_type] = self.type_counts.get(model_type, 0) + 1
+        return True
+
+
+class LookupRanker:
+    """Ranks candidates by the lookup table's medians; abstains where it has no entry."""
+
+    def __init__(
+        self, catalog: Catalog, *, pending: MutableMapping[str, dict[str, Any]] | None = None
+    ) -> None:
+        self.rules = EligibilityRules(catalog)
+        self.hw = self.rules.hw
+        self.table = LookupTable()
+        self.pending = {} if pending is None else pending
+
+    def on_submitted(
+        self, event: dict[str, Any], eligibility: Eligibility | None = None
+    ) -> Ranking:
+        """Rank by the table's medians for this model type and device count."""
+        check = eligibility or self.rules.check(event)
+        known = check.positions >= 0
+        positions = np.where(known, check.positions, 0)
+        predicted = self.table.predict_many(event["model_type"], check.names, event["num_devices"])
+        self.pending[event["job_id"]] = {"model_type": event["model_type"]}
+        return rank_candidates(
+            job_id=event["job_id"],
+            lineage_id=event["lineage_id"],
+            event_time=event["event_time"],
+            model_version=f"lookup-{len(self.table)}",
+            num_devices=event["num_devices"],
+            hardware=check.names,
+            eligible=check.eligible,
+            reasons=check.reasons,
+            predicted=predicted,
+            lower=predicted,
+            upper=predicted,
+            price=np.where(known, self.hw.price_per_device_hour[positions], np.nan),
+            source=("lookup",) * len(check.names),
+        )
+
+    def on_completed(self, event: dict[str, Any]) -> bool:
+        """Add a succeeded attempt's measured throughput to the table."""
+        entry = self.pending.pop(event["job_id"], None)
+        if entry is None:
+            return False
+        throughput = event.get("throughput")
+        if event["status"] == SUCCEEDED and throughput and throughput > 0:
+            self.table.learn_one(
+                entry["model_type"], event["hardware_type"], event["num_devices"], throughput
+            )
+        return True

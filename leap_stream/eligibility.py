@@ -1,0 +1,122 @@
+"""Which candidate hardware types a submission can run on, and why not the others.
+
+A candidate is eligible when it is in the catalog, has launched by the submission time, supports
+the job's framework and precision, and has the device memory the configuration needs
+(:mod:`leap_stream.memory`). When the submission names candidates, only those are considered.
+
+>>> from datetime import datetime, UTC
+>>> from leap_stream.catalog import default_catalog
+>>> rules = EligibilityRules(default_catalog())
+>>> job = {"event_time": datetime(2025, 1, 1, tzinfo=UTC), "framework": "pytorch",
+...        "precision": "bf16", "param_count": 70_000_000_000, "num_devices": 64,
+...        "tensor_parallel": 8, "pipeline_parallel": 1, "global_batch_size": 256,
+...        "seq_len": 4096, "model_family": "dense_llm",
+...        "candidate_hardware": ["H100-SXM", "L4", "X"]}
+>>> check = rules.check(job)
+>>> [(name, bool(ok)) for name, ok in zip(check.names, check.eligible)]
+[('H100-SXM', True), ('L4', False), ('X', False)]
+>>> check.reasons[2]
+"'X' is not in the hardware catalog"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from leap_stream.catalog import Catalog
+from leap_stream.events import FRAMEWORKS, PRECISIONS
+from leap_stream.hardware import EPOCH, HardwareArrays
+from leap_stream.memory import USABLE_FRACTION, required_memory_gb
+
+__all__ = ["Eligibility", "EligibilityRules"]
+
+
+@dataclass(frozen=True, slots=True)
+class Eligibility:
+    """Candidates of one submission: catalog positions (-1: unknown), verdicts and reasons."""
+
+    names: tuple[str, ...]
+    positions: np.ndarray  # int, into the catalog; -1 for a name the catalog lacks
+    eligible: np.ndarray  # bool
+    reasons: tuple[str | None, ...]
+    memory_needed_gb: float
+
+
+class EligibilityRules:
+    """The eligibility rules over one catalog, vectorised over its hardware types."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.hw = HardwareArrays.from_catalog(catalog)
+        self.all_positions = np.arange(len(self.hw))
+        self.launch_dates = [a.launch_date for a in catalog]
+
+    def check(self, job: dict[str, Any]) -> Eligibility:
+        """Eligibility of each candidate of ``job`` (a JobSubmitted record)."""
+        hw = self.hw
+        listed = job.get("candidate_hardware")
+        if listed is None:
+            names = tuple(hw.names.tolist())
+            positions = self.all_positions
+        else:
+            names = tuple(listed)
+            positions = np.array([hw.index.get(n, -1) for n in names], dtype=np.int64)
+        known = positions >= 0
+        pos = np.where(known, positions, 0)
+
+        day = (job["event_time"] - EPOCH).total_seconds() / 86_400.0
+        launched = hw.launch_day[pos] <= day
+        framework, precision = job["framework"], job["precision"]
+        if framework in FRAMEWORKS and precision in PRECISIONS:
+            supported = hw.supports[pos, FRAMEWORKS.index(framework), PRECISIONS.index(precision)]
+        else:
+            supported = np.zeros(len(pos), dtype=bool)
+        need = float(
+            required_memory_gb(
+                job["param_count"],
+                precision if precision in PRECISIONS else "fp32",
+                job["num_devices"],
+                job["tensor_parallel"],
+                job["pipeline_parallel"],
+                job["global_batch_size"],
+                job.get("seq_len"),
+                job["model_family"],
+            )
+        )
+        fits = need <= hw.memory_gb[pos] * USABLE_FRACTION
+        eligible = known & launched & supported & fits
+        reasons: list[str | None] = [None] * len(names)
+        for i in np.flatnonzero(~eligible):
+            reasons[i] = self._reason(
+                names[i],
+                known[i],
+                launched[i],
+                supported[i],
+                need,
+                int(pos[i]),
+                framework,
+                precision,
+            )
+        return Eligibility(names, positions, eligible, tuple(reasons), need)
+
+    def _reason(
+        self,
+        name: str,
+        known: bool,
+        launched: bool,
+        supported: bool,
+        need: float,
+        pos: int,
+        framework: str,
+        precision: str,
+    ) -> str:
+        if not known:
+            return f"{name!r} is not in the hardware catalog"
+        if not launched:
+            return f"not launched until {self.launch_dates[pos].isoformat()}"
+        if not supported:
+            return f"does not support {framework} at {precision}"
+        have = self.hw.memory_gb[pos] * USABLE_FRACTION
+        return f"needs {need:.0f} GB per device, {have:.0f} GB usable"

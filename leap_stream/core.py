@@ -54,6 +54,7 @@ __all__ = ["COLD_START_MIN_OBSERVATIONS", "LeapCore", "LookupRanker"]
 # sheet: predictions for it are marked cold_start (and get that source's wider intervals).
 COLD_START_MIN_OBSERVATIONS = 50
 SUCCEEDED = "succeeded"
+_SOURCES = ("lineage_prior", "model", "cold_start")
 
 
 def _time_ms(event: dict[str, Any]) -> float:
@@ -106,18 +107,16 @@ class LeapCore:
         log_pred = log_pred + offsets
         unseen_type = self.type_counts.get(event["model_type"], 0) == 0
         cold = (self.model.seen[positions] < COLD_START_MIN_OBSERVATIONS) | unseen_type
-        source = np.where(same, "lineage_prior", np.where(cold, "cold_start", "model"))
-        halfwidth = {
-            s: self.intervals.halfwidth(s) for s in ("lineage_prior", "model", "cold_start")
-        }
-        width = np.array([halfwidth[s] for s in source])
+        code = np.where(same, 0, np.where(cold, 2, 1))
+        source = tuple(_SOURCES[c] for c in code.tolist())
+        width = np.array([self.intervals.halfwidth(s) for s in _SOURCES])[code]
         predicted = np.where(known, np.exp(log_pred), np.nan)
 
         self.pending[event["job_id"]] = {
             "job": event,
             "positions": positions.tolist(),
             "log_pred": log_pred.tolist(),
-            "source": source.tolist(),
+            "source": source,
         }
         return rank_candidates(
             job_id=event["job_id"],
@@ -127,12 +126,12 @@ class LeapCore:
             num_devices=event["num_devices"],
             hardware=check.names,
             eligible=check.eligible,
-            reasons=check.reasons,
+            reasons=check.reason,
             predicted=predicted,
             lower=predicted * np.exp(-width),
             upper=predicted * np.exp(width),
             price=np.where(known, self.hw.price_per_device_hour[positions], np.nan),
-            source=tuple(source.tolist()),
+            source=source,
         )
 
     def on_completed(self, event: dict[str, Any]) -> bool:
@@ -198,7 +197,7 @@ class LookupRanker:
             num_devices=event["num_devices"],
             hardware=check.names,
             eligible=check.eligible,
-            reasons=check.reasons,
+            reasons=check.reason,
             predicted=predicted,
             lower=predicted,
             upper=predicted,

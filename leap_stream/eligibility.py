@@ -15,7 +15,7 @@ the job's framework and precision, and has the device memory the configuration n
 >>> check = rules.check(job)
 >>> [(name, bool(ok)) for name, ok in zip(check.names, check.eligible)]
 [('H100-SXM', True), ('L4', False), ('X', False)]
->>> check.reasons[2]
+>>> check.reason(2)
 "'X' is not in the hardware catalog"
 """
 
@@ -31,18 +31,57 @@ from leap_stream.events import FRAMEWORKS, PRECISIONS
 from leap_stream.hardware import EPOCH, HardwareArrays
 from leap_stream.memory import USABLE_FRACTION, required_memory_gb
 
-__all__ = ["Eligibility", "EligibilityRules"]
+__all__ = [
+    "ELIGIBLE",
+    "NOT_LAUNCHED",
+    "TOO_LITTLE_MEMORY",
+    "UNKNOWN",
+    "UNSUPPORTED",
+    "Eligibility",
+    "EligibilityRules",
+]
+
+
+# Why a candidate is ineligible, checked in this order (the first failing rule is the reason).
+ELIGIBLE, UNKNOWN, NOT_LAUNCHED, UNSUPPORTED, TOO_LITTLE_MEMORY = range(5)
 
 
 @dataclass(frozen=True, slots=True)
 class Eligibility:
-    """Candidates of one submission: catalog positions (-1: unknown), verdicts and reasons."""
+    """Candidates of one submission: catalog positions (-1: unknown), verdicts and reasons.
+
+    Reasons are kept as codes and worded only when asked for (:meth:`reason`): most rankings
+    are scored, not read.
+    """
 
     names: tuple[str, ...]
     positions: np.ndarray  # int, into the catalog; -1 for a name the catalog lacks
     eligible: np.ndarray  # bool
-    reasons: tuple[str | None, ...]
+    codes: np.ndarray  # int8: ELIGIBLE or the first rule that failed
     memory_needed_gb: float
+    framework: str
+    precision: str
+    rules: EligibilityRules
+
+    @property
+    def reasons(self) -> tuple[str | None, ...]:
+        """Every candidate's reason (None when eligible)."""
+        return tuple(self.reason(i) for i in range(len(self.names)))
+
+    def reason(self, i: int) -> str | None:
+        """Why candidate ``i`` is ineligible, in words (None when it is eligible)."""
+        code = self.codes[i]
+        if code == ELIGIBLE:
+            return None
+        name, pos = self.names[i], int(self.positions[i])
+        if code == UNKNOWN:
+            return f"{name!r} is not in the hardware catalog"
+        if code == NOT_LAUNCHED:
+            return f"not launched until {self.rules.launch_dates[pos].isoformat()}"
+        if code == UNSUPPORTED:
+            return f"does not support {self.framework} at {self.precision}"
+        have = self.rules.hw.memory_gb[pos] * USABLE_FRACTION
+        return f"needs {self.memory_needed_gb:.0f} GB per device, {have:.0f} GB usable"
 
 
 class EligibilityRules:
@@ -51,6 +90,7 @@ class EligibilityRules:
     def __init__(self, catalog: Catalog) -> None:
         self.hw = HardwareArrays.from_catalog(catalog)
         self.all_positions = np.arange(len(self.hw))
+        self.all_names = tuple(self.hw.names.tolist())
         self.launch_dates = [a.launch_date for a in catalog]
 
     def check(self, job: dict[str, Any]) -> Eligibility:
@@ -58,7 +98,7 @@ class EligibilityRules:
         hw = self.hw
         listed = job.get("candidate_hardware")
         if listed is None:
-            names = tuple(hw.names.tolist())
+            names = self.all_names
             positions = self.all_positions
         else:
             names = tuple(listed)
@@ -86,37 +126,11 @@ class EligibilityRules:
             )
         )
         fits = need <= hw.memory_gb[pos] * USABLE_FRACTION
-        eligible = known & launched & supported & fits
-        reasons: list[str | None] = [None] * len(names)
-        for i in np.flatnonzero(~eligible):
-            reasons[i] = self._reason(
-                names[i],
-                known[i],
-                launched[i],
-                supported[i],
-                need,
-                int(pos[i]),
-                framework,
-                precision,
-            )
-        return Eligibility(names, positions, eligible, tuple(reasons), need)
-
-    def _reason(
-        self,
-        name: str,
-        known: bool,
-        launched: bool,
-        supported: bool,
-        need: float,
-        pos: int,
-        framework: str,
-        precision: str,
-    ) -> str:
-        if not known:
-            return f"{name!r} is not in the hardware catalog"
-        if not launched:
-            return f"not launched until {self.launch_dates[pos].isoformat()}"
-        if not supported:
-            return f"does not support {framework} at {precision}"
-        have = self.hw.memory_gb[pos] * USABLE_FRACTION
-        return f"needs {need:.0f} GB per device, {have:.0f} GB usable"
+        codes = np.select(
+            [~known, ~launched, ~supported, ~fits],
+            [UNKNOWN, NOT_LAUNCHED, UNSUPPORTED, TOO_LITTLE_MEMORY],
+            ELIGIBLE,
+        ).astype(np.int8)
+        return Eligibility(
+            names, positions, codes == ELIGIBLE, codes, need, framework, precision, self
+        )

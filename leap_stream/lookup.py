@@ -32,7 +32,9 @@ class LookupTable:
     def __len__(self) -> int:
         return len(self._medians)
 
-    def learn_one(self, model_type: str, hardware: str, num_devices: int, throughput: float) -> None:
+    def learn_one(
+        self, model_type: str, hardware: str, num_devices: int, throughput: float
+    ) -> None:
         """Record one measured throughput."""
         key = (model_type, hardware, num_devices)
         values = self._values.get(key)

@@ -13,7 +13,9 @@ cannot run there) and the core uses it to mark candidates ineligible. It counts,
 Recommendation models are the exception: their embedding tables are sharded over every device
 (model-parallel embeddings), and train with a row-wise optimizer of negligible state.
 
-Works on scalars and on numpy arrays alike.
+Works on scalars (pure Python: the core calls it once per submission) and on numpy arrays (the
+generator prices a day of attempts at once), through one formula. A family the rule does not know
+is treated like a ViT (a non-sequence model of moderate activations).
 
 >>> round(float(required_memory_gb(7e9, "bf16", 8, 1, 1, 1024, 4096, "dense_llm")), 1)
 50.7
@@ -22,6 +24,9 @@ False
 """
 
 from __future__ import annotations
+
+import math
+from types import SimpleNamespace
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -53,11 +58,22 @@ _MICRO_BATCH_CAP = {"vit": 256, "cnn": 256, "diffusion": 16, "recsys": 1024, "gn
 SEQUENCE_FAMILIES = ("dense_llm", "moe", "speech")
 
 
-def _lookup(table: dict[str, float], keys: ArrayLike) -> np.ndarray:
-    keys = np.asarray(keys)
-    if keys.ndim == 0:
-        return np.asarray(table[str(keys)], dtype=float)
-    return np.array([table[str(k)] for k in keys.ravel()], dtype=float).reshape(keys.shape)
+_DEFAULT_FAMILY = "vit"
+
+# The few operations the formula needs, for Python scalars and for numpy arrays.
+_SCALAR_OPS = SimpleNamespace(
+    where=lambda c, a, b: a if c else b, maximum=max, minimum=min, sqrt=math.sqrt, cbrt=math.cbrt
+)
+_ARRAY_OPS = SimpleNamespace(
+    where=np.where, maximum=np.maximum, minimum=np.minimum, sqrt=np.sqrt, cbrt=np.cbrt
+)
+
+
+def _coefficients(table: dict[str, float], keys: ArrayLike, default: str) -> np.ndarray:
+    """Look ``keys`` up in ``table`` element-wise (unknown keys take ``table[default]``)."""
+    unique, inverse = np.unique(np.asarray(keys, dtype=str), return_inverse=True)
+    values = np.array([table.get(k, table[default]) for k in unique], dtype=float)
+    return values[inverse].reshape(np.shape(keys))
 
 
 def required_memory_gb(
@@ -69,53 +85,97 @@ def required_memory_gb(
     global_batch_size: ArrayLike,
     seq_len: ArrayLike,
     model_family: ArrayLike,
-) -> np.ndarray:
+) -> np.ndarray | float:
     """Device memory (GB) one device needs for this configuration.
 
-    ``seq_len`` may be None/NaN for models without a sequence dimension.
+    ``seq_len`` may be None/NaN for models without a sequence dimension. Scalars in, a float
+    out; arrays in, an array out.
     """
-    params = np.asarray(param_count, dtype=float)
-    devices = np.asarray(num_devices, dtype=float)
-    model_shards = np.asarray(tensor_parallel, dtype=float) * np.asarray(
-        pipeline_parallel, dtype=float
+    args = (
+        param_count,
+        precision,
+        num_devices,
+        tensor_parallel,
+        pipeline_parallel,
+        global_batch_size,
+        seq_len,
+        model_family,
     )
-    replicas = np.maximum(devices / model_shards, 1.0)
-    family = np.asarray(model_family)
-    is_recsys = family == "recsys"
-    shards = np.where(is_recsys, devices, model_shards)
-
-    weight_grad = params * _lookup(_WEIGHT_GRAD_BYTES, precision) / shards
-    optimizer = np.where(
-        is_recsys, params * 1.0 / devices, params * _lookup(_OPTIMIZER_BYTES, precision) / shards
-    )
-    optimizer = np.where(is_recsys, optimizer, optimizer / replicas)
-
-    per_device_batch = np.maximum(np.asarray(global_batch_size, dtype=float) / replicas, 1.0)
-    is_sequence = np.isin(family, SEQUENCE_FAMILIES)
-    cap = np.where(
-        is_sequence, MICRO_BATCH, _lookup(_MICRO_BATCH_CAP, np.where(is_sequence, "vit", family))
-    )
-    micro = np.minimum(per_device_batch, cap)
-
+    if all(np.ndim(a) == 0 for a in args):
+        family = str(model_family)
+        is_sequence = family in SEQUENCE_FAMILIES
+        other = family if family in _ACTIVATION_SCALE else _DEFAULT_FAMILY
+        seq = float(seq_len) if seq_len is not None else 0.0
+        return _formula(
+            _SCALAR_OPS,
+            float(param_count),
+            float(num_devices),
+            float(tensor_parallel),
+            float(pipeline_parallel),
+            float(global_batch_size),
+            seq if seq == seq else 0.0,
+            family == "recsys",
+            is_sequence,
+            _WEIGHT_GRAD_BYTES[precision],
+            _OPTIMIZER_BYTES[precision],
+            _ACTIVATION_BYTES[precision],
+            _ACTIVATION_SCALE[other],
+            _MICRO_BATCH_CAP[other],
+        )
+    family = np.asarray(model_family, dtype=str)
     seq = np.asarray(np.nan if seq_len is None else seq_len, dtype=float)
-    seq = np.where(np.isfinite(seq), seq, 0.0)
+    return _formula(
+        _ARRAY_OPS,
+        np.asarray(param_count, dtype=float),
+        np.asarray(num_devices, dtype=float),
+        np.asarray(tensor_parallel, dtype=float),
+        np.asarray(pipeline_parallel, dtype=float),
+        np.asarray(global_batch_size, dtype=float),
+        np.where(np.isfinite(seq), seq, 0.0),
+        family == "recsys",
+        np.isin(family, SEQUENCE_FAMILIES),
+        _coefficients(_WEIGHT_GRAD_BYTES, precision, "fp32"),
+        _coefficients(_OPTIMIZER_BYTES, precision, "fp32"),
+        _coefficients(_ACTIVATION_BYTES, precision, "fp32"),
+        _coefficients(_ACTIVATION_SCALE, family, _DEFAULT_FAMILY),
+        _coefficients(_MICRO_BATCH_CAP, family, _DEFAULT_FAMILY),
+    )
+
+
+def _formula(
+    xp: SimpleNamespace,
+    params,
+    devices,
+    tp,
+    pp,
+    batch,
+    seq,
+    is_recsys,
+    is_sequence,
+    weight_grad_bytes,
+    optimizer_bytes,
+    activation_bytes,
+    activation_scale,
+    micro_batch_cap,
+):
+    model_shards = tp * pp
+    replicas = xp.maximum(devices / model_shards, 1.0)
+    shards = xp.where(is_recsys, devices, model_shards)
+    weight_grad = params * weight_grad_bytes / shards
+    optimizer = xp.where(
+        is_recsys, params * 1.0 / devices, params * optimizer_bytes / shards / replicas
+    )
+    per_device_batch = xp.maximum(batch / replicas, 1.0)
+    micro = xp.minimum(per_device_batch, xp.where(is_sequence, MICRO_BATCH, micro_batch_cap))
     # A transformer of P parameters has P ~ 12 L h^2 with L ~ h / 128 layers; with activation
     # checkpointing it keeps each layer's input (2 L s h bytes) plus one layer's working set
     # (~68 s h bytes) per sample.
-    hidden = np.cbrt(np.maximum(params, 1.0) * 128.0 / 12.0)
+    hidden = xp.cbrt(xp.maximum(params, 1.0) * 128.0 / 12.0)
     layers = hidden / 128.0
     sequence_act = seq * hidden * (2.0 * layers + 68.0)
-    other_act = _lookup(_ACTIVATION_SCALE, np.where(is_sequence, "vit", family)) * np.sqrt(
-        np.maximum(params, 1.0)
-    )
-    per_sample = np.where(is_sequence, sequence_act, other_act)
-    activations = (
-        per_sample
-        * _lookup(_ACTIVATION_BYTES, precision)
-        / 2.0
-        * micro
-        / np.asarray(tensor_parallel, dtype=float)
-    )
+    other_act = activation_scale * xp.sqrt(xp.maximum(params, 1.0))
+    per_sample = xp.where(is_sequence, sequence_act, other_act)
+    activations = per_sample * activation_bytes / 2.0 * micro / tp
     return (weight_grad + optimizer + activations) / GB + RUNTIME_RESERVE_GB
 
 

@@ -38,7 +38,12 @@ LEARNING_RATE = 0.15
 
 
 class ThroughputModel:
-    """Predicts log throughput (samples/s) of a job on hardware types; learns online."""
+    """Predicts log throughput (samples/s) of a job on hardware types; learns online.
+
+    River's regressor holds the weights; a dense numpy mirror of them, refreshed for the features
+    each ``learn_one`` touches, lets ``predict_many`` score all candidates with a few array
+    gathers.
+    """
 
     def __init__(self, encoder: FeatureEncoder, learning_rate: float = LEARNING_RATE) -> None:
         self.encoder = encoder
@@ -48,27 +53,42 @@ class ThroughputModel:
         self.learned = 0
         # observations per hardware type: how much the model knows of each (cold start)
         self.seen = np.zeros(len(encoder.hw), dtype=np.int64)
+        self._column: dict[str, int] = {}
+        self._mirror = np.zeros(1024)
+        # per (family, framework, precision): feature columns of every hardware type's one-hots
+        self._onehot_columns: dict[tuple[str, str, str], np.ndarray] = {}
+        self._device_columns = self._columns([f"hw={h}:log_devices" for h in encoder.names])
+
+    def _columns(self, names: list[str]) -> np.ndarray:
+        """Mirror columns of feature ``names`` (new names get a zero weight)."""
+        column = self._column
+        for name in names:
+            if name not in column:
+                column[name] = len(column)
+        if len(column) > len(self._mirror):
+            self._mirror = np.r_[self._mirror, np.zeros(max(len(column), len(self._mirror)))]
+        return np.array([column[name] for name in names], dtype=np.int64)
 
     def predict_many(self, job: JobFeatures, positions: np.ndarray) -> np.ndarray:
         """log throughput of ``job`` on each catalog position in ``positions``."""
-        weights = self.regressor._weights  # river's VectorDict: read, never written here
-        get = weights.get
-        shared = self.regressor.intercept + sum(get(k, 0.0) * v for k, v in job.shared.items())
-        keys = self.encoder.onehot_keys(job)
-        names = self.encoder.names
-        onehot = np.fromiter(
-            (
-                sum(get(k, 0.0) for k in keys[p])
-                + get(f"hw={names[p]}:log_devices", 0.0) * job.log_devices
-                for p in positions
-            ),
-            dtype=float,
-            count=len(positions),
-        )
-        numeric = sum(
-            get(name, 0.0) * values for name, values in self.encoder.numeric(job, positions).items()
-        )
-        return self.encoder.baseline(job, positions) + shared + onehot + numeric
+        key = (job.family, job.framework, job.precision)
+        onehots = self._onehot_columns.get(key)
+        if onehots is None:
+            keys = self.encoder.onehot_keys(job)
+            flat = self._columns([k for per_hw in keys for k in per_hw])
+            onehots = self._onehot_columns[key] = flat.reshape(len(keys), -1)
+        shared_names = list(job.shared)
+        numeric = self.encoder.numeric(job, positions)
+        columns = self._columns(shared_names + list(numeric))
+        mirror = self._mirror
+        shared_values = np.fromiter(job.shared.values(), dtype=float, count=len(shared_names))
+        weights = mirror[columns]
+        score = self.regressor.intercept + float(weights[: len(shared_names)] @ shared_values)
+        for w, values in zip(weights[len(shared_names) :], numeric.values(), strict=True):
+            score = score + w * values
+        score = score + mirror[onehots[positions]].sum(axis=1)
+        score = score + mirror[self._device_columns[positions]] * job.log_devices
+        return self.encoder.baseline(job, positions) + score
 
     def predict_one(self, job: JobFeatures, position: int) -> float:
         """The same prediction for one candidate, through river's own ``predict_one``."""
@@ -83,5 +103,8 @@ class ThroughputModel:
         x = self.encoder.pair(job, position)
         baseline = float(self.encoder.baseline(job, np.array([position]))[0])
         self.regressor.learn_one(x, log_throughput - baseline)
+        names = list(x)
+        get = self.regressor._weights.get  # river's VectorDict: read, never written here
+        self._mirror[self._columns(names)] = [get(name, 0.0) for name in names]
         self.learned += 1
         self.seen[position] += 1

@@ -10,12 +10,12 @@ record's dict shape for the rankings topic.
 ...     job_id="job-1", lineage_id="lin-1", event_time=datetime(2025, 1, 1, tzinfo=UTC),
 ...     model_version="online@0", num_devices=8,
 ...     hardware=("A", "B", "C"), eligible=np.array([True, True, False]),
-...     reasons=(None, None, "does not fit device memory"),
+...     reasons=lambda i: "does not fit device memory" if i == 2 else None,
 ...     predicted=np.array([100.0, 300.0, 500.0]), lower=np.array([90.0, 270.0, 450.0]),
 ...     upper=np.array([110.0, 330.0, 550.0]), price=np.array([1.0, 2.0, 1.0]),
 ...     source=("model", "lineage_prior", "model"),
 ... )
->>> r.hardware, r.top
+>>> r.ranked_hardware, r.top
 (('B', 'A', 'C'), 'B')
 >>> round(r.record()["candidates"][0]["predicted_cost_per_1k_samples"], 4)
 0.0148
@@ -23,6 +23,7 @@ record's dict shape for the rankings topic.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -47,7 +48,12 @@ def cost_per_1k_samples(
 
 @dataclass(frozen=True, slots=True)
 class Ranking:
-    """Candidates best first: the eligible ones by predicted cost per sample, then the rest."""
+    """A submission's candidates with their predictions, and ``order``: best first.
+
+    Arrays are in candidate order (as the submission listed them, or catalog order); ``order``
+    lists candidate indices best first: the eligible ones by predicted cost per sample, then the
+    rest. Keeping arrays unpermuted keeps a ranking cheap to build on the hot path.
+    """
 
     job_id: str
     lineage_id: str
@@ -56,13 +62,15 @@ class Ranking:
     num_devices: int
     hardware: tuple[str, ...]
     eligible: np.ndarray  # bool
-    reasons: tuple[str | None, ...]  # why a candidate is ineligible (None when eligible)
+    reasons: Callable[[int], str | None]  # why candidate i is ineligible (None when eligible)
     predicted: np.ndarray  # samples/s; NaN where nothing was predicted
     lower: np.ndarray
     upper: np.ndarray
     price: np.ndarray  # USD per device-hour
     cost_per_1k: np.ndarray  # USD per 1,000 samples; NaN where ineligible or unpredicted
     source: tuple[str, ...]
+    order: np.ndarray  # candidate indices, best first
+    ranked_count: int  # how many candidates got a rank (eligible, with a prediction)
     abstain_reason: str | None = None
 
     @property
@@ -71,28 +79,27 @@ class Ranking:
         return self.abstain_reason is not None
 
     @property
-    def ranked_count(self) -> int:
-        """How many candidates got a rank (eligible, with a prediction)."""
-        return int(np.count_nonzero(self.eligible & np.isfinite(self.cost_per_1k)))
-
-    @property
     def top(self) -> str | None:
         """The best candidate, or None when the ranking abstained."""
-        return None if self.abstained else self.hardware[0]
+        return None if self.abstained else self.hardware[self.order[0]]
+
+    @property
+    def ranked_hardware(self) -> tuple[str, ...]:
+        """Candidate names, best first."""
+        return tuple(self.hardware[i] for i in self.order)
 
     def record(self, event_id: str | None = None) -> dict[str, Any]:
         """The ``leap.v1.HardwareRanking`` record (dict shape, as fastavro encodes it)."""
-        ranked = self.ranked_count
 
         def opt(value: float) -> float | None:
             return float(value) if np.isfinite(value) else None
 
         candidates = [
             {
-                "hardware_type": name,
-                "rank": i + 1 if i < ranked else None,
+                "hardware_type": self.hardware[i],
+                "rank": rank + 1 if rank < self.ranked_count else None,
                 "eligible": bool(self.eligible[i]),
-                "ineligible_reason": self.reasons[i],
+                "ineligible_reason": self.reasons(int(i)),
                 "predicted_throughput": opt(self.predicted[i]),
                 "throughput_lower": opt(self.lower[i]),
                 "throughput_upper": opt(self.upper[i]),
@@ -100,7 +107,7 @@ class Ranking:
                 "predicted_cost_per_1k_samples": opt(self.cost_per_1k[i]),
                 "source": self.source[i],
             }
-            for i, name in enumerate(self.hardware)
+            for rank, i in enumerate(self.order)
         ]
         return {
             "event_id": event_id or f"{self.job_id}/ranking",
@@ -123,7 +130,7 @@ def rank_candidates(
     num_devices: int,
     hardware: tuple[str, ...],
     eligible: np.ndarray,
-    reasons: tuple[str | None, ...],
+    reasons: Callable[[int], str | None],
     predicted: np.ndarray,
     lower: np.ndarray,
     upper: np.ndarray,
@@ -133,22 +140,23 @@ def rank_candidates(
     """Order candidates by predicted cost per 1,000 samples (cheapest first).
 
     Eligible candidates with a prediction come first, cheapest first (ties: higher throughput,
-    then name, so the order is deterministic); then eligible ones without a prediction; then the
-    ineligible ones, in the order given. The ranking abstains when no candidate can be ranked.
+    then candidate order, so the order is deterministic); then eligible ones without a
+    prediction; then the ineligible ones, in the order given. The ranking abstains when no
+    candidate can be ranked.
     """
     cost = np.where(eligible, cost_per_1k_samples(num_devices, price, predicted), np.nan)
     rankable = eligible & np.isfinite(cost)
+    ranked = int(np.count_nonzero(rankable))
     group = np.where(rankable, 0, np.where(eligible, 1, 2))
-    position = np.arange(len(hardware))
     order = np.lexsort(
-        (position, -np.nan_to_num(predicted), np.nan_to_num(cost, nan=np.inf), group)
+        (np.where(np.isfinite(predicted), -predicted, 0.0), np.where(rankable, cost, 0.0), group)
     )
     abstain = None
     if not eligible.any():
         abstain = "no eligible candidate: " + "; ".join(
-            sorted({r for r in reasons if r is not None})
+            sorted({r for i in range(len(hardware)) if (r := reasons(i)) is not None})
         )
-    elif not rankable.any():
+    elif ranked == 0:
         abstain = "no prediction for any eligible candidate"
     return Ranking(
         job_id=job_id,
@@ -156,14 +164,16 @@ def rank_candidates(
         event_time=event_time,
         model_version=model_version,
         num_devices=num_devices,
-        hardware=tuple(hardware[i] for i in order),
-        eligible=eligible[order],
-        reasons=tuple(reasons[i] for i in order),
-        predicted=predicted[order],
-        lower=lower[order],
-        upper=upper[order],
-        price=price[order],
-        cost_per_1k=cost[order],
-        source=tuple(source[i] for i in order),
+        hardware=hardware,
+        eligible=eligible,
+        reasons=reasons,
+        predicted=predicted,
+        lower=lower,
+        upper=upper,
+        price=price,
+        cost_per_1k=cost,
+        source=source,
+        order=order,
+        ranked_count=ranked,
         abstain_reason=abstain,
     )

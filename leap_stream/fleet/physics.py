@@ -55,7 +55,7 @@ __all__ = [
 MATURITY = np.array(
     [
         [1.00, 1.00, 1.00, 1.00, 1.00, 1.00, 1.00, 1.00],  # NVIDIA: the reference
-        [0.80, 0.70, 0.72, 0.65, 0.70, 0.60, 0.70, 0.55],  # AMD: LLM-first ROCm effort
+        [0.70, 0.65, 0.72, 0.65, 0.70, 0.60, 0.70, 0.55],  # AMD: LLM-first ROCm effort
         [0.72, 0.55, 0.75, 0.80, 0.65, 0.55, 0.65, 0.45],  # Intel Gaudi: strong on vision
         [0.95, 0.90, 0.92, 0.80, 0.85, 0.80, 0.85, 0.50],  # Google TPU under XLA
         [0.78, 0.60, 0.65, 0.60, 0.60, 0.50, 0.60, 0.40],  # AWS Trainium (Neuron)

@@ -1,0 +1,295 @@
+"""The replay backtester: a history through the very same core, in-process, with no broker.
+
+Prequential: each attempt is ranked at its submission by a model that has learned only from
+attempts completed before it; when the attempt completes it is scored first (its submission-time
+prediction against what it measured) and only then learned from. With an oracle (the true
+throughput of every attempt on every hardware type) the ranking's decisions are scored too:
+what following it would have cost against the user's request and the lookup table.
+
+It streams the history and the oracle batch by batch: memory stays bounded by the attempts in
+flight, not by the length of the history.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from leap_stream.catalog import Catalog
+from leap_stream.core import LeapCore, LookupRanker
+from leap_stream.history import iter_events, read_oracle_batches
+from leap_stream.metrics import AttemptOutcome, Backtest
+from leap_stream.ranking import Ranking
+from leap_stream.report import write_report
+
+__all__ = ["OracleError", "OracleStream", "replay"]
+
+# Pairwise order accuracy looks at every pair of eligible candidates (~1,000 for 46 types):
+# scoring one attempt in PAIRWISE_EVERY keeps it cheap and still counts millions of pairs.
+PAIRWISE_EVERY = 10
+
+
+class OracleError(ValueError):
+    """The oracle does not line up with the history (order, job ids, hardware names)."""
+
+
+class OracleStream:
+    """The oracle as one vector per job (catalog order, NaN = cannot run), in submission order."""
+
+    def __init__(self, path: Path, catalog_index: dict[str, int], batch_rows: int = 1 << 20):
+        self.path = path
+        self.index = catalog_index
+        self.n_hw = len(catalog_index)
+        self._batches = read_oracle_batches(path, batch_rows)
+        self._queue: deque[tuple[str, np.ndarray]] = deque()
+        self._carry: pa.Table | None = None
+        self._done = False
+
+    def take(self, job_id: str) -> np.ndarray:
+        """The truth for the next submitted job, which must be ``job_id``."""
+        while not self._queue:
+            if self._done:
+                raise OracleError(f"{self.path}: ended before job {job_id!r}")
+            self._fill()
+        got, vector = self._queue.popleft()
+        if got != job_id:
+            raise OracleError(
+                f"{self.path}: expected job {job_id!r} next (history submission order), "
+                f"found {got!r}"
+            )
+        return vector
+
+    def _fill(self) -> None:
+        table = next(self._batches, None)
+        if table is None:
+            self._done = True
+            table, self._carry = self._carry, None
+            if table is None:
+                return
+        elif self._carry is not None:
+            table = pa.concat_tables([self._carry, table])
+        jobs = table.column("job_id").combine_chunks()
+        n = len(jobs)
+        if n == 0:
+            return
+        starts = np.flatnonzero(np.r_[True, pc.not_equal(jobs[1:], jobs[:-1]).to_numpy(False)])
+        if not self._done:  # the last job may continue in the next batch
+            last = starts[-1]
+            self._carry = table.slice(last)
+            if len(starts) == 1:
+                return
+            table, jobs, starts = table.slice(0, last), jobs.slice(0, last), starts[:-1]
+        hardware = table.column("hardware_type").combine_chunks().dictionary_encode()
+        names = hardware.dictionary.to_pylist()
+        unknown = [name for name in names if name not in self.index]
+        if unknown:
+            raise OracleError(f"{self.path}: hardware types not in the catalog: {unknown[:5]}")
+        lookup = np.array([self.index[name] for name in names], dtype=np.int64)
+        columns = lookup[hardware.indices.to_numpy(zero_copy_only=False)]
+        values = table.column("throughput").to_numpy().astype(float)  # nulls become NaN
+        job_of_row = np.cumsum(np.r_[True, pc.not_equal(jobs[1:], jobs[:-1]).to_numpy(False)]) - 1
+        matrix = np.full((len(starts), self.n_hw), np.nan)
+        matrix[job_of_row, columns] = values
+        for job_id, vector in zip(jobs.take(pa.array(starts)).to_pylist(), matrix, strict=True):
+            self._queue.append((job_id, vector))
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """What the replay keeps of a submission until its attempt completes."""
+
+    job: dict[str, Any]
+    model: Ranking
+    lookup: Ranking
+    has_eligible: bool
+    truth: np.ndarray | None
+
+
+def _value_for(
+    ranking: Ranking, hardware: str
+) -> tuple[float | None, float | None, float | None, str | None]:
+    try:
+        i = ranking.hardware.index(hardware)
+    except ValueError:
+        return None, None, None, None
+    value = ranking.predicted[i]
+    if not np.isfinite(value):
+        return None, None, None, ranking.source[i]
+    return float(value), float(ranking.lower[i]), float(ranking.upper[i]), ranking.source[i]
+
+
+class _Decisions:
+    """Scores rankings against the oracle: what following each policy would have cost."""
+
+    def __init__(self, core: LeapCore) -> None:
+        self.index = core.hw.index
+        self.price = core.hw.price_per_device_hour
+        self.counter = 0
+
+    def costs(self, flight: _InFlight, completed: dict[str, Any]) -> dict[str, Any]:
+        truth = flight.truth
+        job = flight.job
+        samples = float(completed["steps"]) * float(job["global_batch_size"])
+        # USD to process the attempt's samples on each hardware type at its true throughput
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cost = samples * job["num_devices"] * self.price / (3600.0 * truth)
+        positions = [self.index.get(h, -1) for h in flight.model.hardware]
+        runnable = (
+            np.array([p >= 0 and np.isfinite(cost[p]) for p in positions], dtype=bool)
+            & flight.model.eligible
+        )
+        if not runnable.any():
+            return {}
+        candidates = np.array(positions)[runnable]
+        fallback = job.get("requested_hardware") or completed["hardware_type"]
+
+        def pick(ranking: Ranking) -> float | None:
+            name = fallback if ranking.abstained else ranking.hardware[0]
+            p = self.index.get(name, -1)
+            return float(cost[p]) if p >= 0 and np.isfinite(cost[p]) else None
+
+        requested = job.get("requested_hardware")
+        p_req = self.index.get(requested, -1) if requested else -1
+        out: dict[str, Any] = {
+            "cost_model": pick(flight.model),
+            "cost_lookup": pick(flight.lookup),
+            "cost_requested": float(cost[p_req])
+            if p_req >= 0 and np.isfinite(cost[p_req])
+            else None,
+            "cost_best": float(cost[candidates].min()),
+        }
+        self.counter += 1
+        if self.counter % PAIRWISE_EVERY == 0 and len(candidates) > 1:
+            predicted = flight.model.cost_per_1k[runnable]
+            true = cost[candidates]
+            dp = np.sign(predicted[:, None] - predicted[None, :])
+            dt = np.sign(true[:, None] - true[None, :])
+            upper = np.triu(np.ones_like(dp, dtype=bool), 1) & (dt != 0)
+            out["pairwise_correct"] = int(np.count_nonzero((dp == dt) & upper))
+            out["pairwise_total"] = int(np.count_nonzero(upper))
+        return out
+
+
+def _events_with_progress(
+    history: Path, batch_rows: int, progress: bool
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    events = iter_events(history, batch_rows)
+    if not progress:
+        yield from events
+        return
+    total = pq.ParquetFile(history).metadata.num_rows if history.suffix == ".parquet" else None
+    columns = [TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
+    with Progress(*columns) as bar:
+        task = bar.add_task("replay", total=total)
+        for count, item in enumerate(events, 1):
+            yield item
+            if count % 20_000 == 0:
+                bar.update(task, completed=count)
+        bar.update(task, completed=count if total is None else total)
+
+
+def replay(
+    history: Path,
+    out_dir: Path,
+    catalog: Catalog,
+    *,
+    oracle: Path | None = None,
+    batch_rows: int = 65_536,
+    progress: bool = True,
+    report: bool = True,
+) -> dict[str, Any]:
+    """Replay ``history`` through the core; write summary.json, daily.csv and report.html."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    core = LeapCore(catalog)
+    lookup = LookupRanker(catalog)
+    backtest = Backtest(interval_level=core.intervals.level)
+    truths = OracleStream(oracle, core.hw.index) if oracle else None
+    decisions = _Decisions(core)
+    in_flight: dict[str, _InFlight] = {}
+    counts: Counter[str] = Counter()
+
+    began = time.perf_counter()
+    for kind, event in _events_with_progress(history, batch_rows, progress):
+        counts[kind] += 1
+        if kind == "submitted":
+            check = core.rules.check(event)
+            model_ranking = core.on_submitted(event, check)
+            lookup_ranking = lookup.on_submitted(event, check)
+            has_eligible = bool(check.eligible.any())
+            backtest.observe_submission(
+                event["event_time"].date(),
+                has_eligible,
+                not model_ranking.abstained,
+                not lookup_ranking.abstained,
+            )
+            truth = truths.take(event["job_id"]) if truths else None
+            in_flight[event["job_id"]] = _InFlight(
+                event, model_ranking, lookup_ranking, has_eligible, truth
+            )
+            continue
+        flight = in_flight.pop(event["job_id"], None)
+        if flight is not None:
+            backtest.observe(_outcome(flight, event, decisions))
+        core.on_completed(event)
+        lookup.on_completed(event)
+    elapsed = time.perf_counter() - began
+
+    counts["unmatched_completions"] = core.unmatched_completions
+    counts["never_completed"] = len(in_flight)
+    summary = backtest.summary(dict(counts), events_per_second=_rate(counts, elapsed))
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    backtest.daily().to_csv(out_dir / "daily.csv", index=False)
+    if report:
+        write_report(
+            out_dir / "report.html",
+            summary,
+            backtest.daily(),
+            backtest.by_hardware(),
+            backtest.by_family(),
+            backtest.calibration(),
+            title=f"leap-stream backtest: {history.name}",
+        )
+    return summary
+
+
+def _rate(counts: Counter[str], elapsed: float) -> float:
+    events = counts["submitted"] + counts["completed"]
+    return events / elapsed if elapsed > 0 else 0.0
+
+
+def _outcome(flight: _InFlight, completed: dict[str, Any], decisions: _Decisions) -> AttemptOutcome:
+    job = flight.job
+    hardware = completed["hardware_type"]
+    predicted, lower, upper, source = _value_for(flight.model, hardware)
+    lookup_predicted = _value_for(flight.lookup, hardware)[0]
+    hours = (completed["event_time"] - job["event_time"]).total_seconds() / 3600.0
+    actual = completed.get("throughput") if completed["status"] == "succeeded" else None
+    extra = decisions.costs(flight, completed) if flight.truth is not None else {}
+    return AttemptOutcome(
+        day=job["event_time"].date(),
+        family=job["model_family"],
+        hardware=hardware,
+        status=completed["status"],
+        actual=actual,
+        model_predicted=predicted,
+        model_lower=lower,
+        model_upper=upper,
+        model_source=source,
+        lookup_predicted=lookup_predicted,
+        has_eligible=flight.has_eligible,
+        model_ranked=not flight.model.abstained,
+        lookup_ranked=not flight.lookup.abstained,
+        device_hours=max(hours, 0.0) * completed["num_devices"],
+        **extra,
+    )

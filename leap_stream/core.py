@@ -27,7 +27,7 @@ calibration are the predictor's own state, snapshotted as a whole.
 ...     "status": "succeeded", "throughput": 20_000.0, "steps": 1000})
 True
 >>> again = core.on_submitted({**job, "event_id": "e3", "job_id": "j2"})
->>> dict(zip(again.hardware, again.source))["H100-SXM"]
+>>> str(again.source[again.hardware.index("H100-SXM")])
 'lineage_prior'
 """
 
@@ -45,7 +45,7 @@ from leap_stream.features import FeatureEncoder
 from leap_stream.intervals import ConformalIntervals
 from leap_stream.lookup import LookupTable
 from leap_stream.model import ThroughputModel
-from leap_stream.priors import lineage_offset, prior_offsets, update_prior
+from leap_stream.priors import config_signature, lineage_offset, lineage_view, update_prior
 from leap_stream.ranking import Ranking, rank_candidates
 
 __all__ = ["COLD_START_MIN_OBSERVATIONS", "LeapCore", "LookupRanker"]
@@ -53,8 +53,13 @@ __all__ = ["COLD_START_MIN_OBSERVATIONS", "LeapCore", "LookupRanker"]
 # Below this many observations of a hardware type the model's view of it is mostly its spec
 # sheet: predictions for it are marked cold_start (and get that source's wider intervals).
 COLD_START_MIN_OBSERVATIONS = 50
+# How much an uncertain prediction is charged when ranking (log scale, divided by the square
+# root of 1 + the observations the model has of this family on that hardware).
+RISK_AVERSION = float(__import__("os").environ.get("LEAP_RISK", "1.0"))
 SUCCEEDED = "succeeded"
 _SOURCES = ("lineage_prior", "model", "cold_start")
+_SOURCE_NAMES = np.array(_SOURCES)
+_LOOKUP_SOURCE = np.array(["lookup"])
 
 
 def _time_ms(event: dict[str, Any]) -> float:
@@ -92,31 +97,39 @@ class LeapCore:
         """Rank the candidates of a JobSubmitted record; remember it for its completion."""
         check = eligibility or self.rules.check(event)
         n = len(check.names)
-        known = check.positions >= 0
-        positions = np.where(known, check.positions, 0)
         job = self.model.encoder.job(event)
-        log_pred = self.model.predict_many(job, positions)
+        if event.get("candidate_hardware") is None:  # every catalog type: no gather needed
+            known = np.ones(n, dtype=bool)
+            positions = check.positions
+            base = self.model.predict_many(job)
+        else:
+            known = check.positions >= 0
+            positions = np.where(known, check.positions, 0)
+            base = self.model.predict_many(job, positions)
 
         now_ms = _time_ms(event)
-        index = (
-            self.hw.index
-            if event.get("candidate_hardware") is None
-            else {name: i for i, name in enumerate(check.names)}
+        index = self.hw.index if event.get("candidate_hardware") is None else check.index
+        view = lineage_view(
+            self.priors.get(event["lineage_id"]), index, n, config_signature(event), now_ms
         )
-        offsets, same = prior_offsets(self.priors.get(event["lineage_id"]), index, n, now_ms)
-        log_pred = log_pred + offsets
+        has_exact = np.isfinite(view.exact)
+        log_pred = np.where(has_exact, view.exact, base + view.offsets)
         unseen_type = self.type_counts.get(event["model_type"], 0) == 0
         cold = (self.model.seen[positions] < COLD_START_MIN_OBSERVATIONS) | unseen_type
-        code = np.where(same, 0, np.where(cold, 2, 1))
-        source = tuple(_SOURCES[c] for c in code.tolist())
-        width = np.array([self.intervals.halfwidth(s) for s in _SOURCES])[code]
+        code = np.where(view.same_hardware, 0, np.where(cold, 2, 1))
+        # uncertainty of a transferred prediction shrinks with what the model has seen of this
+        # family on that hardware; the lineage's own measurements carry none of it
+        family_seen = self.model.family_seen(job.family)[positions]
+        risk = np.where(view.same_hardware, 0.0, RISK_AVERSION / np.sqrt(1.0 + family_seen))
+        width = self.intervals.halfwidths(_SOURCES)[code]
         predicted = np.where(known, np.exp(log_pred), np.nan)
 
         self.pending[event["job_id"]] = {
             "job": event,
             "positions": positions.tolist(),
+            "base": base.tolist(),
             "log_pred": log_pred.tolist(),
-            "source": source,
+            "source": code.tolist(),
         }
         return rank_candidates(
             job_id=event["job_id"],
@@ -131,7 +144,8 @@ class LeapCore:
             lower=predicted * np.exp(-width),
             upper=predicted * np.exp(width),
             price=np.where(known, self.hw.price_per_device_hour[positions], np.nan),
-            source=source,
+            source=_SOURCE_NAMES[code],
+            risk=risk,
         )
 
     def on_completed(self, event: dict[str, Any]) -> bool:
@@ -151,19 +165,27 @@ class LeapCore:
         submitted = entry["job"]
         job = self.model.encoder.job(submitted)
         log_y = math.log(throughput)
-        base = float(self.model.predict_many(job, np.array([position]))[0])
-
-        try:  # how far off the submission-time prediction was, for the intervals
+        try:
             i = entry["positions"].index(position)
-            self.intervals.learn_one(entry["source"][i], abs(log_y - entry["log_pred"][i]))
         except ValueError:  # ran on hardware that was not among its candidates
-            pass
+            base = float(self.model.predict_many(job, np.array([position]))[0])
+        else:  # the residual against the submission-time model; and how far off it was
+            base = entry["base"][i]
+            source = _SOURCES[entry["source"][i]]
+            self.intervals.learn_one(source, abs(log_y - entry["log_pred"][i]))
 
         lineage = submitted["lineage_id"]
         now_ms = _time_ms(event)
         state = self.priors.get(lineage)
         self.model.learn_one(job, position, log_y - lineage_offset(state, now_ms))
-        self.priors[lineage] = update_prior(state, event["hardware_type"], log_y - base, now_ms)
+        self.priors[lineage] = update_prior(
+            state,
+            event["hardware_type"],
+            config_signature(submitted),
+            log_throughput=log_y,
+            residual=log_y - base,
+            time_ms=now_ms,
+        )
         model_type = submitted["model_type"]
         self.type_counts[model_type] = self.type_counts.get(model_type, 0) + 1
         return True
@@ -187,7 +209,10 @@ class LookupRanker:
         check = eligibility or self.rules.check(event)
         known = check.positions >= 0
         positions = np.where(known, check.positions, 0)
-        predicted = self.table.predict_many(event["model_type"], check.names, event["num_devices"])
+        index = self.hw.index if event.get("candidate_hardware") is None else None
+        predicted = self.table.predict_many(
+            event["model_type"], check.names, event["num_devices"], index
+        )
         self.pending[event["job_id"]] = {"model_type": event["model_type"]}
         return rank_candidates(
             job_id=event["job_id"],
@@ -202,7 +227,7 @@ class LookupRanker:
             lower=predicted,
             upper=predicted,
             price=np.where(known, self.hw.price_per_device_hour[positions], np.nan),
-            source=("lookup",) * len(check.names),
+            source=_LOOKUP_SOURCE[np.zeros(len(check.names), dtype=np.int64)],
         )
 
     def on_completed(self, event: dict[str, Any]) -> bool:

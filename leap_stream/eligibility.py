@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 
+MEMORY_CACHE_SIZE = 100_000
+
 # Why a candidate is ineligible, checked in this order (the first failing rule is the reason).
 ELIGIBLE, UNKNOWN, NOT_LAUNCHED, UNSUPPORTED, TOO_LITTLE_MEMORY = range(5)
 
@@ -57,11 +59,16 @@ class Eligibility:
     names: tuple[str, ...]
     positions: np.ndarray  # int, into the catalog; -1 for a name the catalog lacks
     eligible: np.ndarray  # bool
-    codes: np.ndarray  # int8: ELIGIBLE or the first rule that failed
+    codes: np.ndarray  # ELIGIBLE or the first rule that failed
     memory_needed_gb: float
     framework: str
     precision: str
     rules: EligibilityRules
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Candidate position of each named hardware type."""
+        return {name: i for i, name in enumerate(self.names)}
 
     @property
     def reasons(self) -> tuple[str | None, ...]:
@@ -92,45 +99,52 @@ class EligibilityRules:
         self.all_positions = np.arange(len(self.hw))
         self.all_names = tuple(self.hw.names.tolist())
         self.launch_dates = [a.launch_date for a in catalog]
+        self.usable_memory = self.hw.memory_gb * USABLE_FRACTION
+        self._memory: dict[tuple[Any, ...], float] = {}
 
     def check(self, job: dict[str, Any]) -> Eligibility:
         """Eligibility of each candidate of ``job`` (a JobSubmitted record)."""
         hw = self.hw
         listed = job.get("candidate_hardware")
         if listed is None:
-            names = self.all_names
-            positions = self.all_positions
+            names, positions, known = self.all_names, self.all_positions, None
+            pos = positions
         else:
             names = tuple(listed)
             positions = np.array([hw.index.get(n, -1) for n in names], dtype=np.int64)
-        known = positions >= 0
-        pos = np.where(known, positions, 0)
+            known = positions >= 0
+            pos = np.where(known, positions, 0)
 
-        day = (job["event_time"] - EPOCH).total_seconds() / 86_400.0
-        launched = hw.launch_day[pos] <= day
         framework, precision = job["framework"], job["precision"]
-        if framework in FRAMEWORKS and precision in PRECISIONS:
-            supported = hw.supports[pos, FRAMEWORKS.index(framework), PRECISIONS.index(precision)]
-        else:
-            supported = np.zeros(len(pos), dtype=bool)
-        need = float(
-            required_memory_gb(
-                job["param_count"],
-                precision if precision in PRECISIONS else "fp32",
-                job["num_devices"],
-                job["tensor_parallel"],
-                job["pipeline_parallel"],
-                job["global_batch_size"],
-                job.get("seq_len"),
-                job["model_family"],
-            )
+        supported = self._supported(framework, precision)[pos]
+        day = (job["event_time"] - EPOCH).total_seconds() / 86_400.0
+        config = (
+            job["param_count"],
+            precision if precision in PRECISIONS else "fp32",
+            job["num_devices"],
+            job["tensor_parallel"],
+            job["pipeline_parallel"],
+            job["global_batch_size"],
+            job.get("seq_len"),
+            job["model_family"],
         )
-        fits = need <= hw.memory_gb[pos] * USABLE_FRACTION
-        codes = np.select(
-            [~known, ~launched, ~supported, ~fits],
-            [UNKNOWN, NOT_LAUNCHED, UNSUPPORTED, TOO_LITTLE_MEMORY],
-            ELIGIBLE,
-        ).astype(np.int8)
+        need = self._memory.get(config)
+        if need is None:  # lineages resubmit the same configuration: remember a few
+            if len(self._memory) >= MEMORY_CACHE_SIZE:
+                self._memory.clear()
+            need = self._memory[config] = float(required_memory_gb(*config))
+        # the first rule that fails names the reason: later rules overwrite earlier codes
+        codes = np.where(need > self.usable_memory[pos], TOO_LITTLE_MEMORY, ELIGIBLE)
+        codes[~supported] = UNSUPPORTED
+        codes[hw.launch_day[pos] > day] = NOT_LAUNCHED
+        if known is not None:
+            codes[~known] = UNKNOWN
         return Eligibility(
             names, positions, codes == ELIGIBLE, codes, need, framework, precision, self
         )
+
+    def _supported(self, framework: str, precision: str) -> np.ndarray:
+        """Which catalog types support ``framework`` at ``precision`` (all False if unknown)."""
+        if framework in FRAMEWORKS and precision in PRECISIONS:
+            return self.hw.supports[:, FRAMEWORKS.index(framework), PRECISIONS.index(precision)]
+        return np.zeros(len(self.hw), dtype=bool)

@@ -17,7 +17,7 @@ FLOP/s / (6 x parameters x tokens per sample))``: what the model learns is then 
 ...     "precision": "bf16", "param_count": 7_000_000_000, "global_batch_size": 1024,
 ...     "seq_len": 4096, "num_devices": 64, "tensor_parallel": 1, "pipeline_parallel": 1})
 >>> pair = encoder.pair(job, encoder.hw.index["H100-SXM"])
->>> pair["hw=H100-SXM"], pair["type=llm-7b"], "dense_llm:log_peak" in pair
+>>> pair["hw=H100-SXM"], pair["type=llm-7b"], "dense_llm:bandwidth_per_flop" in pair
 (1.0, 1.0, True)
 """
 
@@ -34,12 +34,17 @@ from leap_stream.hardware import HardwareArrays
 
 __all__ = ["FeatureEncoder", "JobFeatures"]
 
+_ONES = (1.0,) * 6  # the six one-hots of a pair (see FeatureEncoder.onehot_keys)
+
 
 @dataclass(frozen=True, slots=True)
 class JobFeatures:
     """One submission's features, shared by all of its candidates."""
 
-    shared: dict[str, float]  # the job's own features
+    key: tuple[str, str, str, str]  # (family, model type, precision, framework)
+    shared_names: tuple[str, ...]  # the job's own features ...
+    shared_values: np.ndarray  # ... and their values
+    numeric_names: tuple[str, ...]  # per-hardware numeric features (see FeatureEncoder.numeric)
     family: str
     framework: str
     precision: str
@@ -47,6 +52,11 @@ class JobFeatures:
     num_devices: int
     log_devices: float  # scaled
     log_work: float  # log(6 x parameters x tokens per sample)
+
+    @property
+    def shared(self) -> dict[str, float]:
+        """The job's own features as a dict."""
+        return dict(zip(self.shared_names, self.shared_values.tolist(), strict=True))
 
 
 class FeatureEncoder:
@@ -56,34 +66,83 @@ class FeatureEncoder:
         self.hw = hw
         self.names = hw.names.tolist()
         self.vendors = [str(v) for v in hw.vendor_names]
-        peak = np.maximum(hw.peak_tflops, 1e-3) * 1e12
-        self.log_peak = np.log(peak)  # (H, precisions), natural log, for the baseline
-        self.scaled_peak = (np.log2(peak / 1e12) - 9.0) / 2.0
-        self.scaled_bandwidth = np.log2(np.maximum(hw.memory_bw_tbps, 1e-3)) / 2.0
-        self._onehot_cache: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}
+        # natural logs of the spec sheet: peak FLOP/s (one row per precision), bytes/s
+        log_peak = np.log(np.maximum(hw.peak_tflops, 1e-3) * 1e12)
+        self.log_peak_by_precision = np.ascontiguousarray(log_peak.T)
+        self.log_bandwidth = np.log(np.maximum(hw.memory_bw_tbps, 1e-6) * 1e12)
+        self.log_interconnect = np.log(np.maximum(hw.interconnect_gbps, 1e-6) * 1e9)
+        self.log_scale_out = np.log(np.maximum(hw.scale_out_gbps, 1e-6) * 1e9)
+        # Numeric features are log ratios to the peak, centred on the catalog's median part, so
+        # a slope of 0 means "compute-bound" and 1 means "bound by that resource instead".
+        bf16 = self.log_peak_by_precision[PRECISIONS.index("bf16")]
+        self.centre_bandwidth = float(np.median(self.log_bandwidth - bf16))
+        self.centre_link = float(np.median(self.log_interconnect - bf16))
+        self.centre_peak = float(np.median(bf16))
+        self._onehot_cache: dict[tuple[str, str, str, str], list[tuple[str, ...]]] = {}
+        self._numeric_cache: dict[tuple[int, int], np.ndarray] = {}
+        self._pair_cache: dict[tuple[tuple[str, str, str, str], int], tuple[str, ...]] = {}
+        self._name_cache: dict[
+            tuple[str, str, str, str], tuple[tuple[str, ...], tuple[str, ...]]
+        ] = {}
+
+    def _names(self, key: tuple[str, str, str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        names = self._name_cache.get(key)
+        if names is None:
+            family, model_type, precision, framework = key
+            shared = (
+                f"family={family}",
+                f"type={model_type}",
+                f"precision={precision}",
+                f"framework={framework}",
+                f"{family}:log_params",
+                f"{family}:log_batch_per_device",
+                f"{family}:log_devices",
+                f"{family}:log_seq",
+                f"{family}:log_tp",
+                f"{family}:log_pp",
+            )
+            # How throughput follows the hardware's figures differs by family, and within a
+            # family by model type (compute-, memory- or communication-bound): slopes for each.
+            numeric = (
+                f"{family}:bandwidth_per_flop",
+                f"{family}:link_per_flop",
+                f"{family}:multi_node",
+                f"{family}:log_peak",
+                f"type={model_type}:bandwidth_per_flop",
+                f"type={model_type}:link_per_flop",
+            )
+            names = self._name_cache[key] = (shared, numeric)
+        return names
 
     def job(self, job: dict[str, Any]) -> JobFeatures:
         """The shared part of a JobSubmitted record's features."""
         family, framework, precision = job["model_family"], job["framework"], job["precision"]
+        key = (family, job["model_type"], precision, framework)
+        shared_names, numeric_names = self._names(key)
         params = float(job["param_count"])
         batch = float(job["global_batch_size"])
         devices = int(job["num_devices"])
         seq = job.get("seq_len") or 0
         log_devices = math.log2(devices) / 5.0
-        shared = {
-            f"family={family}": 1.0,
-            f"type={job['model_type']}": 1.0,
-            f"precision={precision}": 1.0,
-            f"framework={framework}": 1.0,
-            f"{family}:log_params": (math.log10(params) - 9.0) / 1.5,
-            f"{family}:log_batch_per_device": (math.log2(batch / devices) - 5.0) / 4.0,
-            f"{family}:log_devices": log_devices,
-            f"{family}:log_seq": math.log2(seq) / 13.0 if seq else 0.0,
-            f"{family}:log_tp": math.log2(max(int(job["tensor_parallel"]), 1)) / 3.0,
-            f"{family}:log_pp": math.log2(max(int(job["pipeline_parallel"]), 1)) / 3.0,
-        }
+        values = np.array(
+            [
+                1.0,
+                1.0,
+                1.0,
+                1.0,
+                (math.log10(params) - 9.0) / 1.5,
+                (math.log2(batch / devices) - 5.0) / 4.0,
+                log_devices,
+                math.log2(seq) / 13.0 if seq else 0.0,
+                math.log2(max(int(job["tensor_parallel"]), 1)) / 3.0,
+                math.log2(max(int(job["pipeline_parallel"]), 1)) / 3.0,
+            ]
+        )
         return JobFeatures(
-            shared=shared,
+            key=key,
+            shared_names=shared_names,
+            shared_values=values,
+            numeric_names=numeric_names,
             family=family,
             framework=framework,
             precision=precision,
@@ -94,11 +153,16 @@ class FeatureEncoder:
         )
 
     def onehot_keys(self, job: JobFeatures) -> list[tuple[str, ...]]:
-        """Per hardware type (catalog order), the names of its one-hot features for this job."""
-        key = (job.family, job.framework, job.precision)
-        keys = self._onehot_cache.get(key)
+        """Per hardware type (catalog order), the names of its one-hot features for this job.
+
+        From the general to the specific: the hardware; the hardware for this family and for
+        this precision; the vendor for this family and framework (what a new type of a known
+        vendor starts from); and the hardware for this very model type, which learns what no
+        spec sheet says once the type is common.
+        """
+        keys = self._onehot_cache.get(job.key)
         if keys is None:
-            fam, fw, prec = key
+            fam, model_type, prec, fw = job.key
             keys = [
                 (
                     f"hw={h}",
@@ -106,38 +170,55 @@ class FeatureEncoder:
                     f"hw={h}|{prec}",
                     f"vendor={v}|{fam}",
                     f"vendor={v}|{fw}",
+                    f"hw={h}|type={model_type}",
                 )
                 for h, v in zip(self.names, self.vendors, strict=True)
             ]
-            self._onehot_cache[key] = keys
+            self._onehot_cache[job.key] = keys
         return keys
 
-    def numeric(self, job: JobFeatures, positions: np.ndarray) -> dict[str, np.ndarray]:
-        """The per-hardware numeric features, as arrays over ``positions``."""
-        hw = self.hw
-        in_node = job.num_devices <= hw.devices_per_node[positions]
-        link = np.where(in_node, hw.interconnect_gbps[positions], hw.scale_out_gbps[positions])
-        fam = job.family
-        return {
-            f"{fam}:log_peak": self.scaled_peak[positions, job.precision_index],
-            f"{fam}:log_bandwidth": self.scaled_bandwidth[positions],
-            f"{fam}:log_link": np.log2(np.maximum(link, 1e-3)) / 4.0,
-            f"{fam}:multi_node": (~in_node).astype(float),
-        }
+    def numeric(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
+        """Per-hardware numeric features (rows: ``job.numeric_names``; columns: ``positions``,
+        or every catalog type when None)."""
+        key = (job.precision_index, job.num_devices)
+        table = self._numeric_cache.get(key)
+        if table is None:
+            in_node = job.num_devices <= self.hw.devices_per_node
+            log_link = np.where(in_node, self.log_interconnect, self.log_scale_out)
+            log_peak = self.log_peak_by_precision[job.precision_index]
+            bandwidth = self.log_bandwidth - log_peak - self.centre_bandwidth
+            link = log_link - log_peak - self.centre_link
+            table = self._numeric_cache[key] = np.stack(
+                [bandwidth, link, ~in_node, log_peak - self.centre_peak, bandwidth, link]
+            )
+        return table if positions is None else table[:, positions]
 
-    def baseline(self, job: JobFeatures, positions: np.ndarray) -> np.ndarray:
+    def baseline(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
         """log of the compute roofline: devices x peak FLOP/s / FLOPs per sample."""
-        return (
-            math.log(job.num_devices) + self.log_peak[positions, job.precision_index] - job.log_work
-        )
+        log_peak = self.log_peak_by_precision[job.precision_index]
+        if positions is not None:
+            log_peak = log_peak[positions]
+        return log_peak + (math.log(job.num_devices) - job.log_work)
+
+    def pair_names(self, job: JobFeatures, position: int) -> tuple[str, ...]:
+        """Feature names of one (job, hardware) pair: shared, one-hots, numeric, devices."""
+        key = (job.key, position)
+        names = self._pair_cache.get(key)
+        if names is None:
+            names = self._pair_cache[key] = (
+                *job.shared_names,
+                *self.onehot_keys(job)[position],
+                *job.numeric_names,
+                f"hw={self.names[position]}:log_devices",
+            )
+        return names
 
     def pair(self, job: JobFeatures, position: int) -> dict[str, float]:
         """The full feature dict of one (job, hardware) pair, as river sees it."""
-        x = dict(job.shared)
-        for key in self.onehot_keys(job)[position]:
-            x[key] = 1.0
-        pos = np.array([position])
-        for key, values in self.numeric(job, pos).items():
-            x[key] = float(values[0])
-        x[f"hw={self.names[position]}:log_devices"] = job.log_devices
-        return x
+        values = [
+            *job.shared_values.tolist(),
+            *_ONES,
+            *self.numeric(job)[:, position].tolist(),
+            job.log_devices,
+        ]
+        return dict(zip(self.pair_names(job, position), values, strict=True))

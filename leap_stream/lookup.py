@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -27,10 +27,12 @@ class LookupTable:
     def __init__(self, window: int = 64) -> None:
         self.window = window
         self._values: dict[tuple[str, str, int], deque[float]] = {}
-        self._medians: dict[tuple[str, str, int], float] = {}
+        # (model_type, num_devices) -> {hardware_type: median}: one lookup finds a job's row
+        self._medians: dict[tuple[str, int], dict[str, float]] = {}
+        self._entries = 0
 
     def __len__(self) -> int:
-        return len(self._medians)
+        return self._entries
 
     def learn_one(
         self, model_type: str, hardware: str, num_devices: int, throughput: float
@@ -40,21 +42,34 @@ class LookupTable:
         values = self._values.get(key)
         if values is None:
             values = self._values[key] = deque(maxlen=self.window)
+            self._entries += 1
         values.append(throughput)
-        self._medians[key] = statistics.median(values)
+        self._medians.setdefault((model_type, num_devices), {})[hardware] = statistics.median(
+            values
+        )
 
     def predict_one(self, model_type: str, hardware: str, num_devices: int) -> float | None:
         """The median for this key, or None when the table has no entry."""
-        return self._medians.get((model_type, hardware, num_devices))
+        return self._medians.get((model_type, num_devices), {}).get(hardware)
 
     def predict_many(
-        self, model_type: str, hardware: Sequence[str], num_devices: int
+        self,
+        model_type: str,
+        hardware: Sequence[str],
+        num_devices: int,
+        index: Mapping[str, int] | None = None,
     ) -> np.ndarray:
-        """Medians for each hardware type (NaN where the table has no entry)."""
-        get = self._medians.get
-        nan = float("nan")
-        return np.fromiter(
-            (get((model_type, h, num_devices), nan) for h in hardware),
-            dtype=float,
-            count=len(hardware),
-        )
+        """Medians for each hardware type (NaN where the table has no entry).
+
+        ``index`` (hardware type -> position in ``hardware``) saves building one per call.
+        """
+        predicted = np.full(len(hardware), np.nan)
+        row = self._medians.get((model_type, num_devices))
+        if row:  # a row holds the few types this job has run on: walk it, not the candidates
+            if index is None:
+                index = {h: i for i, h in enumerate(hardware)}
+            for h, value in row.items():
+                i = index.get(h)
+                if i is not None:
+                    predicted[i] = value
+        return predicted

@@ -101,7 +101,7 @@ def required_memory_gb(
         seq_len,
         model_family,
     )
-    if all(np.ndim(a) == 0 for a in args):
+    if not any(isinstance(a, np.ndarray | list | tuple) for a in args):
         family = str(model_family)
         is_sequence = family in SEQUENCE_FAMILIES
         other = family if family in _ACTIVATION_SCALE else _DEFAULT_FAMILY

@@ -53,10 +53,13 @@ class ThroughputModel:
         self.learned = 0
         # observations per hardware type: how much the model knows of each (cold start)
         self.seen = np.zeros(len(encoder.hw), dtype=np.int64)
+        # observations per family and hardware type: how much it knows of each pairing
+        self.seen_by_family: dict[str, np.ndarray] = {}
         self._column: dict[str, int] = {}
         self._mirror = np.zeros(1024)
-        # per (family, framework, precision): feature columns of every hardware type's one-hots
-        self._onehot_columns: dict[tuple[str, str, str], np.ndarray] = {}
+        # per job key: mirror columns of its shared, numeric and (per hardware) one-hot features
+        self._job_columns: dict[tuple[str, str, str, str], tuple[np.ndarray, ...]] = {}
+        self._pair_columns: dict[tuple[tuple[str, str, str, str], int], np.ndarray] = {}
         self._device_columns = self._columns([f"hw={h}:log_devices" for h in encoder.names])
 
     def _columns(self, names: list[str]) -> np.ndarray:
@@ -69,31 +72,39 @@ class ThroughputModel:
             self._mirror = np.r_[self._mirror, np.zeros(max(len(column), len(self._mirror)))]
         return np.array([column[name] for name in names], dtype=np.int64)
 
-    def predict_many(self, job: JobFeatures, positions: np.ndarray) -> np.ndarray:
-        """log throughput of ``job`` on each catalog position in ``positions``."""
-        key = (job.family, job.framework, job.precision)
-        onehots = self._onehot_columns.get(key)
-        if onehots is None:
-            keys = self.encoder.onehot_keys(job)
-            flat = self._columns([k for per_hw in keys for k in per_hw])
-            onehots = self._onehot_columns[key] = flat.reshape(len(keys), -1)
-        shared_names = list(job.shared)
-        numeric = self.encoder.numeric(job, positions)
-        columns = self._columns(shared_names + list(numeric))
+    def _columns_of(self, job: JobFeatures) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mirror columns of a job's shared, numeric and per-hardware one-hot features."""
+        columns = self._job_columns.get(job.key)
+        if columns is None:
+            onehot_names = [k for per_hw in self.encoder.onehot_keys(job) for k in per_hw]
+            columns = self._job_columns[job.key] = (
+                self._columns(list(job.shared_names)),
+                self._columns(list(job.numeric_names)),
+                self._columns(onehot_names).reshape(len(self.encoder.names), -1),
+            )
+        return columns
+
+    def predict_many(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
+        """log throughput of ``job`` on each catalog position in ``positions`` (None: all)."""
+        shared_columns, numeric_columns, onehot_columns = self._columns_of(job)
+        device_columns = self._device_columns
+        if positions is not None:
+            onehot_columns = onehot_columns[positions]
+            device_columns = device_columns[positions]
         mirror = self._mirror
-        shared_values = np.fromiter(job.shared.values(), dtype=float, count=len(shared_names))
-        weights = mirror[columns]
-        score = self.regressor.intercept + float(weights[: len(shared_names)] @ shared_values)
-        for w, values in zip(weights[len(shared_names) :], numeric.values(), strict=True):
-            score = score + w * values
-        score = score + mirror[onehots[positions]].sum(axis=1)
-        score = score + mirror[self._device_columns[positions]] * job.log_devices
-        return self.encoder.baseline(job, positions) + score
+        scalar = self.regressor.intercept + float(mirror[shared_columns] @ job.shared_values)
+        return (
+            self.encoder.baseline(job, positions)
+            + mirror[numeric_columns] @ self.encoder.numeric(job, positions)
+            + mirror[onehot_columns].sum(axis=1)
+            + mirror[device_columns] * job.log_devices
+            + scalar
+        )
 
     def predict_one(self, job: JobFeatures, position: int) -> float:
         """The same prediction for one candidate, through river's own ``predict_one``."""
         x = self.encoder.pair(job, position)
-        baseline = float(self.encoder.baseline(job, np.array([position]))[0])
+        baseline = float(self.encoder.baseline(job)[position])
         return baseline + self.regressor.predict_one(x)
 
     def learn_one(self, job: JobFeatures, position: int, log_throughput: float) -> None:
@@ -101,10 +112,26 @@ class ThroughputModel:
         if not math.isfinite(log_throughput):
             return
         x = self.encoder.pair(job, position)
-        baseline = float(self.encoder.baseline(job, np.array([position]))[0])
+        baseline = float(self.encoder.baseline(job)[position])
         self.regressor.learn_one(x, log_throughput - baseline)
-        names = list(x)
+        # refresh the mirror for exactly the features river just updated (pair() lists them
+        # in this order: shared, one-hots, numeric, devices)
+        columns = self._pair_columns.get((job.key, position))
+        if columns is None:
+            shared, numeric, onehot = self._columns_of(job)
+            columns = np.concatenate(
+                [shared, onehot[position], numeric, self._device_columns[position : position + 1]]
+            )
+            self._pair_columns[(job.key, position)] = columns
         get = self.regressor._weights.get  # river's VectorDict: read, never written here
-        self._mirror[self._columns(names)] = [get(name, 0.0) for name in names]
+        self._mirror[columns] = [get(name, 0.0) for name in x]
         self.learned += 1
         self.seen[position] += 1
+        self.family_seen(job.family)[position] += 1
+
+    def family_seen(self, family: str) -> np.ndarray:
+        """Observations of each hardware type for ``family`` (a live array: do not modify)."""
+        seen = self.seen_by_family.get(family)
+        if seen is None:
+            seen = self.seen_by_family[family] = np.zeros(len(self.encoder.hw), dtype=np.int64)
+        return seen

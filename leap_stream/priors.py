@@ -1,33 +1,38 @@
 """Prior throughput of a lineage: what earlier attempts of the same training job measured.
 
-A lineage's state is a plain dict (JSON-able, so a changelog-backed table can hold it):
-``{hardware_type or "*": [residual_sum, weight, count, last_time_ms]}``. Each succeeded attempt
-adds its residual, ``log(measured) - log(model prediction)``, to the entry of the hardware it ran
-on and to the lineage-wide entry ``"*"``, both decayed by age (half-life
-``HALF_LIFE_DAYS``). A residual captures what the model cannot see: the job's own efficiency.
+A lineage's state is a plain dict (JSON-able, so a changelog-backed table can hold it) of
+``[sum, weight, count, last_time_ms]`` entries, each decayed by age (half-life
+``HALF_LIFE_DAYS``):
 
-The offset added to a prediction is a shrunk, recency-weighted mean: on hardware the lineage has
-run on, that hardware's own residuals (lineage x hardware effects included); elsewhere, the
-lineage-wide mean, transferred through the model.
+- ``"<config>@<hardware>"``: measured log throughput of this exact configuration on this
+  hardware. A repeat of a configuration is predicted from its own measurements alone: nothing
+  predicts a rerun better than the run before it.
+- ``"<hardware>"``: residuals ``log(measured) - log(model)`` on this hardware, for a changed
+  configuration on hardware the lineage knows (the model carries the change, the residual the
+  job's own efficiency there);
+- ``"*"``: residuals on any hardware: the job's own efficiency, transferred to hardware it has
+  not run on through what the model has learned.
 
->>> state = update_prior(None, "H100-SXM", residual=0.2, time_ms=0)
->>> state = update_prior(state, "H100-SXM", residual=0.3, time_ms=3_600_000)
->>> offsets, same = prior_offsets(state, {"H100-SXM": 0, "MI300X": 1}, 2, now_ms=7_200_000)
->>> offsets.round(3).tolist(), same.tolist()
-([0.244, 0.233], [True, False])
+>>> state = update_prior(None, "H100-SXM", "8/256", log_throughput=5.0, residual=0.2, time_ms=0)
+>>> view = lineage_view(state, {"H100-SXM": 0, "MI300X": 1}, 2, "8/256", now_ms=3_600_000)
+>>> view.exact.tolist(), view.offsets.round(3).tolist(), view.same_hardware.tolist()
+([5.0, nan], [0.19, 0.174], [True, False])
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = [
     "HALF_LIFE_DAYS",
     "LINEAGE_KEY",
+    "LineageView",
+    "config_signature",
     "lineage_offset",
-    "prior_offsets",
+    "lineage_view",
     "update_prior",
 ]
 
@@ -39,6 +44,25 @@ LINEAGE_KEY = "*"
 SHRINK_SAME_HARDWARE = 0.05
 SHRINK_TRANSFER = 0.15
 _DAY_MS = 86_400_000.0
+_SEPARATOR = "@"
+
+
+def config_signature(job: Mapping[str, object]) -> str:
+    """What makes two attempts of a lineage the same run, as far as throughput goes."""
+    return (
+        f"{job['num_devices']}/{job['global_batch_size']}/{job['precision']}/"
+        f"{job.get('seq_len')}/{job['tensor_parallel']}/{job['pipeline_parallel']}/"
+        f"{job['framework']}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LineageView:
+    """What a lineage's priors say about each candidate (arrays over candidates)."""
+
+    offsets: np.ndarray  # residual offsets to add to the model's log prediction
+    exact: np.ndarray  # measured log throughput of this very configuration (NaN: none)
+    same_hardware: np.ndarray  # bool: the lineage has measured this hardware
 
 
 def _decay(entry: list[float], now_ms: float) -> float:
@@ -52,18 +76,29 @@ def _mean(entry: list[float] | None, now_ms: float, shrink: float) -> float:
     return entry[0] * d / (entry[1] * d + shrink)
 
 
+def _add(state: dict[str, list[float]], key: str, value: float, time_ms: float) -> None:
+    entry = state.get(key)
+    if entry is None:
+        state[key] = [value, 1.0, 1, time_ms]
+    else:
+        d = _decay(entry, time_ms)
+        state[key] = [entry[0] * d + value, entry[1] * d + 1.0, entry[2] + 1, time_ms]
+
+
 def update_prior(
-    state: dict[str, list[float]] | None, hardware: str, residual: float, time_ms: float
+    state: dict[str, list[float]] | None,
+    hardware: str,
+    signature: str,
+    *,
+    log_throughput: float,
+    residual: float,
+    time_ms: float,
 ) -> dict[str, list[float]]:
-    """Add one measured residual of ``hardware`` to a lineage's state (a new dict if None)."""
+    """Add one succeeded attempt to a lineage's state (a new dict if None)."""
     state = {} if state is None else state
-    for key in (hardware, LINEAGE_KEY):
-        entry = state.get(key)
-        if entry is None:
-            state[key] = [residual, 1.0, 1, time_ms]
-        else:
-            d = _decay(entry, time_ms)
-            state[key] = [entry[0] * d + residual, entry[1] * d + 1.0, entry[2] + 1, time_ms]
+    _add(state, f"{signature}{_SEPARATOR}{hardware}", log_throughput, time_ms)
+    _add(state, hardware, residual, time_ms)
+    _add(state, LINEAGE_KEY, residual, time_ms)
     return state
 
 
@@ -74,20 +109,29 @@ def lineage_offset(state: dict[str, list[float]] | None, now_ms: float) -> float
     return _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER)
 
 
-def prior_offsets(
-    state: dict[str, list[float]] | None, index: Mapping[str, int], n: int, now_ms: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Offsets (log scale) for ``n`` candidates, and whether each comes from the same hardware.
-
-    ``index`` maps a hardware type to its candidate position; types not in it are ignored.
-    """
+def lineage_view(
+    state: dict[str, list[float]] | None,
+    index: Mapping[str, int],
+    n: int,
+    signature: str,
+    now_ms: float,
+) -> LineageView:
+    """The priors of ``n`` candidates; ``index`` maps a hardware type to its candidate position."""
+    exact = np.full(n, np.nan)
     if not state:
-        return np.zeros(n), np.zeros(n, dtype=bool)
+        return LineageView(np.zeros(n), exact, np.zeros(n, dtype=bool))
     offsets = np.full(n, _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER))
     same = np.zeros(n, dtype=bool)
-    for name, entry in state.items():  # a handful of entries: cheaper than one per candidate
-        i = index.get(name)
-        if i is not None:
-            offsets[i] = _mean(entry, now_ms, SHRINK_SAME_HARDWARE)
-            same[i] = True
-    return offsets, same
+    prefix = signature + _SEPARATOR
+    for key, entry in state.items():  # a handful of entries: cheaper than one per candidate
+        if key.startswith(prefix):
+            i = index.get(key[len(prefix) :])
+            if i is not None:
+                d = _decay(entry, now_ms)
+                exact[i] = entry[0] * d / (entry[1] * d)
+        else:
+            i = index.get(key)
+            if i is not None:
+                offsets[i] = _mean(entry, now_ms, SHRINK_SAME_HARDWARE)
+                same[i] = True
+    return LineageView(offsets, exact, same)

@@ -13,7 +13,7 @@ record's dict shape for the rankings topic.
 ...     reasons=lambda i: "does not fit device memory" if i == 2 else None,
 ...     predicted=np.array([100.0, 300.0, 500.0]), lower=np.array([90.0, 270.0, 450.0]),
 ...     upper=np.array([110.0, 330.0, 550.0]), price=np.array([1.0, 2.0, 1.0]),
-...     source=("model", "lineage_prior", "model"),
+...     source=np.array(["model", "lineage_prior", "model"]),
 ... )
 >>> r.ranked_hardware, r.top
 (('B', 'A', 'C'), 'B')
@@ -68,7 +68,7 @@ class Ranking:
     upper: np.ndarray
     price: np.ndarray  # USD per device-hour
     cost_per_1k: np.ndarray  # USD per 1,000 samples; NaN where ineligible or unpredicted
-    source: tuple[str, ...]
+    source: np.ndarray  # str: where each prediction came from (SOURCES)
     order: np.ndarray  # candidate indices, best first
     ranked_count: int  # how many candidates got a rank (eligible, with a prediction)
     abstain_reason: str | None = None
@@ -105,7 +105,7 @@ class Ranking:
                 "throughput_upper": opt(self.upper[i]),
                 "price_per_device_hour": float(self.price[i]),
                 "predicted_cost_per_1k_samples": opt(self.cost_per_1k[i]),
-                "source": self.source[i],
+                "source": str(self.source[i]),
             }
             for rank, i in enumerate(self.order)
         ]
@@ -135,22 +135,30 @@ def rank_candidates(
     lower: np.ndarray,
     upper: np.ndarray,
     price: np.ndarray,
-    source: tuple[str, ...],
+    source: np.ndarray,
+    risk: np.ndarray | None = None,
 ) -> Ranking:
     """Order candidates by predicted cost per 1,000 samples (cheapest first).
 
-    Eligible candidates with a prediction come first, cheapest first (ties: higher throughput,
-    then candidate order, so the order is deterministic); then eligible ones without a
-    prediction; then the ineligible ones, in the order given. The ranking abstains when no
+    Eligible candidates with a prediction come first, cheapest first (ties keep candidate
+    order, so the order is deterministic); then eligible ones without a prediction; then the
+    ineligible ones, in the order given. The ranking abstains when no
     candidate can be ranked.
+
+    ``risk`` (log scale, >= 0) makes the order conservative where a prediction is uncertain:
+    candidates are ordered by ``cost x exp(risk)``. The argmin of noisy estimates favours the
+    ones whose errors happen to flatter them (the winner's curse); charging for uncertainty
+    keeps a barely-known type from winning on optimism alone. ``cost_per_1k`` stays the
+    unadjusted prediction.
     """
-    cost = np.where(eligible, cost_per_1k_samples(num_devices, price, predicted), np.nan)
+    # predicted is positive or NaN, so the division needs no error-state guard
+    cost = np.where(eligible, num_devices * price * (1000.0 / 3600.0) / predicted, np.nan)
     rankable = eligible & np.isfinite(cost)
     ranked = int(np.count_nonzero(rankable))
-    group = np.where(rankable, 0, np.where(eligible, 1, 2))
-    order = np.lexsort(
-        (np.where(np.isfinite(predicted), -predicted, 0.0), np.where(rankable, cost, 0.0), group)
-    )
+    # one stable sort: ranked by cost, then eligible without a prediction (inf), then the
+    # ineligible (NaN sorts last); ties keep candidate order
+    key = cost if risk is None else cost * np.exp(risk)
+    order = np.argsort(np.where(rankable, key, np.where(eligible, np.inf, np.nan)), kind="stable")
     abstain = None
     if not eligible.any():
         abstain = "no eligible candidate: " + "; ".join(

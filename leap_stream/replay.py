@@ -112,6 +112,7 @@ class _InFlight:
     job: dict[str, Any]
     model: Ranking
     lookup: Ranking
+    positions: np.ndarray  # catalog position of each candidate (-1: not in the catalog)
     has_eligible: bool
     truth: np.ndarray | None
 
@@ -125,8 +126,8 @@ def _value_for(
         return None, None, None, None
     value = ranking.predicted[i]
     if not np.isfinite(value):
-        return None, None, None, ranking.source[i]
-    return float(value), float(ranking.lower[i]), float(ranking.upper[i]), ranking.source[i]
+        return None, None, None, str(ranking.source[i])
+    return float(value), float(ranking.lower[i]), float(ranking.upper[i]), str(ranking.source[i])
 
 
 class _Decisions:
@@ -142,21 +143,22 @@ class _Decisions:
         job = flight.job
         samples = float(completed["steps"]) * float(job["global_batch_size"])
         # USD to process the attempt's samples on each hardware type at its true throughput
-        with np.errstate(divide="ignore", invalid="ignore"):
-            cost = samples * job["num_devices"] * self.price / (3600.0 * truth)
-        positions = [self.index.get(h, -1) for h in flight.model.hardware]
-        runnable = (
-            np.array([p >= 0 and np.isfinite(cost[p]) for p in positions], dtype=bool)
-            & flight.model.eligible
-        )
+        # (truth is positive or NaN: no division guard needed)
+        cost = samples * job["num_devices"] * self.price / (3600.0 * truth)
+        positions = flight.positions
+        known = positions >= 0
+        true_cost = np.where(known, cost[np.where(known, positions, 0)], np.nan)
+        runnable = np.isfinite(true_cost) & flight.model.eligible
         if not runnable.any():
             return {}
-        candidates = np.array(positions)[runnable]
+        candidates = positions[runnable]
         fallback = job.get("requested_hardware") or completed["hardware_type"]
 
         def pick(ranking: Ranking) -> float | None:
-            name = fallback if ranking.abstained else ranking.hardware[0]
-            p = self.index.get(name, -1)
+            if ranking.abstained:
+                p = self.index.get(fallback, -1)
+            else:
+                p = int(positions[ranking.order[0]])
             return float(cost[p]) if p >= 0 and np.isfinite(cost[p]) else None
 
         requested = job.get("requested_hardware")
@@ -172,7 +174,7 @@ class _Decisions:
         self.counter += 1
         if self.counter % PAIRWISE_EVERY == 0 and len(candidates) > 1:
             predicted = flight.model.cost_per_1k[runnable]
-            true = cost[candidates]
+            true = true_cost[runnable]
             dp = np.sign(predicted[:, None] - predicted[None, :])
             dt = np.sign(true[:, None] - true[None, :])
             upper = np.triu(np.ones_like(dp, dtype=bool), 1) & (dt != 0)
@@ -235,7 +237,7 @@ def replay(
             )
             truth = truths.take(event["job_id"]) if truths else None
             in_flight[event["job_id"]] = _InFlight(
-                event, model_ranking, lookup_ranking, has_eligible, truth
+                event, model_ranking, lookup_ranking, check.positions, has_eligible, truth
             )
             continue
         flight = in_flight.pop(event["job_id"], None)

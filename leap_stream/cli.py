@@ -1,25 +1,63 @@
-"""The ``leap-stream`` command line: the imperative shell over the core."""
+"""The ``leap-stream`` command line: the imperative shell over the core.
+
+Commands: ``generate`` (a synthetic fleet), ``replay`` (the backtester), ``import mlperf`` (real
+results as a history), ``history validate`` / ``history convert`` and ``demo`` (generate and
+replay a small fleet: the README's first command). Heavy modules are imported inside the
+commands so that ``--help`` answers at once. A contract error (bad catalog, history, oracle or
+MLPerf table) is one line on stderr and exit code 2.
+
+>>> from typer.testing import CliRunner
+>>> result = CliRunner().invoke(app, ["history", "--help"])
+>>> result.exit_code, "validate" in result.output, "convert" in result.output
+(0, True, True)
+"""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
     from leap_stream.catalog import Catalog
+    from leap_stream.fleet import FleetStats
+    from leap_stream.importers.mlperf import ImportStats
+
+__all__ = ["app", "summary_view"]
 
 app = typer.Typer(
     help="leap-stream: rank accelerator types for training jobs by predicted throughput per cost.",
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
+import_app = typer.Typer(
+    help="Turn public benchmark results into a leap-stream history.", no_args_is_help=True
+)
+history_app = typer.Typer(
+    help="Check and convert history (or oracle) files: .parquet, .csv, .avro.",
+    no_args_is_help=True,
+)
+app.add_typer(import_app, name="import")
+app.add_typer(history_app, name="history")
+
+console = Console(highlight=False)
+# soft_wrap: an error stays one line however narrow the terminal, so it can be grepped.
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+# The size of `leap-stream demo`: ~105k events, ~20 s for generate + replay on one core. At 14
+# days the online model has too little history to show its steady state (docs/metrics.md).
+DEMO_DAYS = 28
+DEMO_JOBS_PER_DAY = 2_000
+DEMO_SEED = 7
 
 CatalogOption = Annotated[
     Path | None,
@@ -32,14 +70,216 @@ CatalogOption = Annotated[
 ]
 
 
+@contextmanager
+def _exit_on(*errors: type[Exception]) -> Iterator[None]:
+    """Turn the given contract errors into one line on stderr and exit code 2."""
+    try:
+        yield
+    except errors as error:
+        message = " ".join(str(error).split())  # one line, whatever the message holds
+        err_console.print(f"[red]error:[/red] {escape(message)}")
+        raise typer.Exit(2) from error
+
+
 def _load_catalog(path: Path | None) -> Catalog:
     from leap_stream.catalog import CatalogError, default_catalog, load_catalog
 
-    try:
+    with _exit_on(CatalogError):
         return load_catalog(path) if path else default_catalog()
-    except CatalogError as error:
-        console.print(f"[red]catalog error:[/red] {error}")
-        raise typer.Exit(2) from error
+
+
+# --------------------------------------------------------------------------------------------
+# Tables
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{100.0 * value:+.1f}%" if signed else f"{100.0 * value:.1f}%"
+
+
+_NO_BASELINE = object()  # a row the lookup table has no counterpart for: left blank
+
+
+def _get(mapping: Mapping[str, Any], *keys: str) -> Any:
+    """``mapping[k1][k2]...``, or None where a level is missing."""
+    value: Any = mapping
+    for key in keys:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def summary_view(summary: Mapping[str, Any], title: str = "backtest") -> Group:
+    """The headline figures of a replay summary (``replay()``'s return), ready to print.
+
+    A table of the model beside the lookup table (coverage, accuracy, intervals); when the
+    replay had an oracle, a table of what following each choice would have cost; then the
+    replay's speed. Shares print as percentages, a figure with nothing to compute it from as
+    ``-``. ``docs/metrics.md`` defines every figure.
+
+    Parameters
+    ----------
+    summary
+        The dict of ``leap_stream.metrics.Backtest.summary`` (keys as in docs/metrics.md).
+    title
+        The first table's title.
+
+    Returns
+    -------
+    rich.console.Group
+
+    Examples
+    --------
+    >>> summary = {"coverage": 1.0, "accuracy": {"n": 8, "within_10pct": 0.5},
+    ...            "baselines": {"lookup": {"coverage": 0.75}}, "events_per_second": 12345.6}
+    >>> console = Console(width=100, record=True)
+    >>> console.print(summary_view(summary))
+    >>> text = console.export_text()
+    >>> "100.0%" in text, "75.0%" in text, "12,346 events/s" in text, "regret" in text
+    (True, True, True, False)
+    """
+    lookup = _get(summary, "baselines", "lookup") or {}
+    accuracy = summary.get("accuracy") or {}
+    lookup_accuracy = lookup.get("accuracy") or {}
+    both = lookup.get("comparison") or {}
+
+    table = Table(title=title)
+    table.add_column("figure")
+    table.add_column("model", justify="right")
+    table.add_column("lookup", justify="right")
+
+    def row(label: str, model: Any, baseline: Any = _NO_BASELINE) -> None:
+        shown = "" if baseline is _NO_BASELINE else _pct(baseline)
+        table.add_row(label, _pct(model), shown)
+
+    row("coverage (eligible submissions ranked)", summary.get("coverage"), lookup.get("coverage"))
+    row(
+        "coverage (device-hours)",
+        summary.get("coverage_gpu_hours"),
+        lookup.get("coverage_gpu_hours"),
+    )
+    table.add_row(
+        "scored attempts predicted", _count(accuracy.get("n")), _count(lookup_accuracy.get("n"))
+    )
+    row("within 10%", accuracy.get("within_10pct"), lookup_accuracy.get("within_10pct"))
+    row("within 20%", accuracy.get("within_20pct"), lookup_accuracy.get("within_20pct"))
+    row(
+        "within 10%, abstention = miss",
+        accuracy.get("within_10pct_abstain_as_miss"),
+        lookup.get("within_10pct_abstain_as_miss"),
+    )
+    row(
+        f"within 10%, on the {_count(both.get('n'))} both predicted",
+        both.get("model_within_10pct"),
+        both.get("lookup_within_10pct"),
+    )
+    row("MdAPE (median abs. % error)", accuracy.get("mdape"), lookup_accuracy.get("mdape"))
+    nominal = _get(summary, "intervals", "nominal")
+    nominal_text = "" if nominal is None else f" (nominal {100.0 * nominal:g}%)"
+    row(f"interval coverage{nominal_text}", _get(summary, "intervals", "coverage"))
+    parts: list[Table | str] = [table]
+
+    decisions = summary.get("decisions")
+    if decisions:
+        costs = Table(title="decisions, priced at the oracle's true throughput")
+        costs.add_column("figure")
+        costs.add_column("value", justify="right")
+        for label, key, signed in (
+            ("top-1 regret: the model's pick", "top1_regret", True),
+            ("top-1 regret: the lookup's pick", "lookup_top1_regret", True),
+            ("top-1 regret: the requested hardware", "requested_regret", True),
+            ("savings vs the requested hardware", "savings_vs_requested", False),
+            ("savings vs the lookup's pick", "savings_vs_lookup", False),
+            ("pairwise order accuracy", "pairwise_order_accuracy", False),
+        ):
+            costs.add_row(label, _pct(decisions.get(key), signed))
+        parts.append(costs)
+
+    events = summary.get("events") or {}
+    replayed = events.get("submitted", 0) + events.get("completed", 0)
+    rate = summary.get("events_per_second")
+    parts.append(
+        f"{replayed:,} events replayed at {'-' if rate is None else f'{rate:,.0f}'} events/s"
+    )
+    return Group(*parts)
+
+
+def _fleet_table(stats: FleetStats, out: Path, seconds: float) -> Table:
+    table = Table(title=f"fleet written to {out}", show_header=False)
+    table.add_row("first day", stats.start.date().isoformat())
+    table.add_row("days", str(stats.days))
+    table.add_row("lineages", f"{stats.lineages:,}")
+    table.add_row("attempts", f"{stats.attempts:,}")
+    for status, count in stats.status_counts.items():
+        table.add_row(f"  {status}", f"{count:,}")
+    table.add_row("history events", f"{stats.events:,}")
+    table.add_row("oracle rows", f"{stats.oracle_rows:,}")
+    table.add_row("seconds", f"{seconds:.1f}")
+    return table
+
+
+def _import_table(stats: ImportStats, csv_path: Path) -> Table:
+    table = Table(title=f"imported {csv_path.name}", show_header=False)
+    table.add_row("rows read", f"{stats.rows_read:,}")
+    table.add_row("rows kept (attempts)", f"{stats.rows_kept:,}")
+    for reason, count in stats.dropped.items():
+        table.add_row(f"  dropped: {reason}", f"{count:,}")
+    table.add_row("lineages", f"{stats.lineages:,}")
+    for source, count in stats.throughput_sources.items():
+        table.add_row(f"throughput from {source}", f"{count:,}")
+    table.add_row(f"hardware types ({len(stats.hardware_types)})", ", ".join(stats.hardware_types))
+    return table
+
+
+# --------------------------------------------------------------------------------------------
+# Shared steps of the commands
+
+
+def _generate(
+    out: Path, days: int, jobs_per_day: int, seed: int, start: datetime | None, catalog: Catalog
+) -> None:
+    from leap_stream.fleet import FleetConfig, generate_fleet
+
+    config = FleetConfig(days=days, jobs_per_day=jobs_per_day, seed=seed, start=start)
+    began = time.perf_counter()
+    stats = generate_fleet(config, out, catalog, progress=console.is_terminal)
+    console.print(_fleet_table(stats, out, time.perf_counter() - began))
+
+
+def _replay(
+    history: Path,
+    out: Path,
+    catalog: Catalog,
+    oracle: Path | None,
+    batch_rows: int,
+    report: bool,
+) -> None:
+    from leap_stream.history import HistoryError
+    from leap_stream.replay import OracleError, replay
+
+    with _exit_on(HistoryError, OracleError):
+        summary = replay(
+            history,
+            out,
+            catalog,
+            oracle=oracle,
+            batch_rows=batch_rows,
+            progress=console.is_terminal,
+            report=report,
+        )
+    console.print(summary_view(summary, title=f"backtest of {history.name}"))
+    written = ["summary.json", "daily.csv"] + (["report.html"] if report else [])
+    console.print(f"written to {out}/: {', '.join(written)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
 
 
 @app.command()
@@ -63,35 +303,162 @@ def generate(
     catalog: CatalogOption = None,
 ) -> None:
     """Generate a synthetic mixed-vendor fleet history and its oracle."""
-    from leap_stream.fleet import FleetConfig, generate_fleet
+    first = start.replace(tzinfo=UTC) if start else None
+    _generate(out, days, jobs_per_day, seed, first, _load_catalog(catalog))
 
-    config = FleetConfig(
-        days=days,
-        jobs_per_day=jobs_per_day,
-        seed=seed,
-        start=start.replace(tzinfo=UTC) if start else None,
+
+@app.command("replay")
+def replay_command(
+    history: Annotated[
+        Path,
+        typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Directory for summary.json, daily.csv and report.html."),
+    ],
+    oracle: Annotated[
+        Path | None,
+        typer.Option(
+            "--oracle",
+            help="The history's oracle (true throughput everywhere): adds decision figures.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    catalog: CatalogOption = None,
+    batch_rows: Annotated[
+        int, typer.Option("--batch-rows", min=1, help="History rows read at a time.")
+    ] = 65_536,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Write report.html.")] = True,
+) -> None:
+    """Backtest a history: rank each submission, score it when it completes, then learn."""
+    _replay(history, out, _load_catalog(catalog), oracle, batch_rows, report)
+
+
+@import_app.command("mlperf")
+def import_mlperf_command(
+    csv_path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="CSV",
+            help="MLPerf Training results table (mlperf_training.csv).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Directory for history.parquet.")],
+    catalog: CatalogOption = None,
+) -> None:
+    """Write the closed-division MLPerf Training results as a history (docs/real-data.md)."""
+    from leap_stream.importers.mlperf import MlperfImportError, import_mlperf
+
+    catalog_ = _load_catalog(catalog)
+    with _exit_on(MlperfImportError):
+        stats = import_mlperf(csv_path, out, catalog_)
+    console.print(_import_table(stats, csv_path))
+    console.print(f"history written to {out / 'history.parquet'}; backtest it with:")
+    console.print(
+        f"  leap-stream replay {out / 'history.parquet'} --out {out / 'replay'}", soft_wrap=True
     )
-    began = time.perf_counter()
-    stats = generate_fleet(config, out, _load_catalog(catalog))
-    elapsed = time.perf_counter() - began
-    table = Table(title=f"fleet written to {out}", show_header=False)
-    table.add_row("first day", stats.start.date().isoformat())
-    table.add_row("days", str(stats.days))
-    table.add_row("lineages", f"{stats.lineages:,}")
-    table.add_row("attempts", f"{stats.attempts:,}")
-    for status, count in stats.status_counts.items():
-        table.add_row(f"  {status}", f"{count:,}")
-    table.add_row("history events", f"{stats.events:,}")
-    table.add_row("oracle rows", f"{stats.oracle_rows:,}")
-    table.add_row("seconds", f"{elapsed:.1f}")
-    console.print(table)
+
+
+@history_app.command("validate")
+def history_validate(
+    path: Annotated[
+        Path,
+        typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),
+    ],
+    oracle: Annotated[
+        bool, typer.Option("--oracle", help="The file is an oracle table, not a history.")
+    ] = False,
+) -> None:
+    """Read and check every row of a history (or oracle) file; print its row and event counts."""
+    from leap_stream.history import HistoryError, read_history_batches, read_oracle_batches
+
+    counts: Counter[str] = Counter()
+    jobs: set[str] = set()
+    rows = 0
+    with _exit_on(HistoryError):
+        if oracle:
+            for table in read_oracle_batches(path):
+                rows += table.num_rows
+                jobs.update(table.column("job_id").unique().to_pylist())
+                counts["cannot run (null)"] += table.column("throughput").null_count
+        else:
+            for table in read_history_batches(path):
+                rows += table.num_rows
+                counts.update(table.column("event_type").to_pylist())
+    console.print(f"{path}: valid", soft_wrap=True)
+    summary = Table(show_header=False)
+    summary.add_row("rows", f"{rows:,}")
+    if oracle:
+        summary.add_row("jobs", f"{len(jobs):,}")
+    for kind, count in sorted(counts.items()):
+        summary.add_row(kind, f"{count:,}")
+    console.print(summary)
+
+
+@history_app.command("convert")
+def history_convert(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            metavar="IN", help="File to read (.parquet, .csv, .avro).", exists=True, dir_okay=False
+        ),
+    ],
+    target: Annotated[
+        Path, typer.Argument(metavar="OUT", help="File to write; its extension sets the format.")
+    ],
+    oracle: Annotated[
+        bool, typer.Option("--oracle", help="The file is an oracle table, not a history.")
+    ] = False,
+) -> None:
+    """Convert a history (or oracle) file between Parquet, CSV and Avro, validating every row."""
+    from leap_stream.history import (
+        HistoryError,
+        read_history_batches,
+        read_oracle_batches,
+        write_history,
+        write_oracle,
+    )
+
+    if source.resolve() == target.resolve():
+        err_console.print(f"[red]error:[/red] {escape(str(target))}: same file as the input")
+        raise typer.Exit(2)
+    with _exit_on(HistoryError):
+        if oracle:
+            rows = write_oracle(read_oracle_batches(source), target)
+        else:
+            rows = write_history(read_history_batches(source), target)
+    console.print(f"wrote {rows:,} rows to {target}")
 
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option("--out", help="Where to write the demo fleet.")] = Path(
-        "out/demo"
-    ),
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory for the demo fleet and its backtest.")
+    ] = Path("out/demo"),
 ) -> None:
-    """The quick start: generate a small fleet on the embedded default catalog (no broker)."""
-    generate(out=out, days=14, jobs_per_day=2_000, seed=7, start=None, catalog=None)
+    """Generate a small fleet and backtest it, on the packaged catalog (no broker needed)."""
+    catalog = _load_catalog(None)
+    began = time.perf_counter()
+    console.print(
+        f"[bold]1/2[/bold] generating {DEMO_DAYS} days x {DEMO_JOBS_PER_DAY:,} attempts/day"
+    )
+    _generate(out, DEMO_DAYS, DEMO_JOBS_PER_DAY, DEMO_SEED, None, catalog)
+    console.print("[bold]2/2[/bold] replaying it through the model and the lookup table")
+    _replay(
+        out / "history.parquet",
+        out / "replay",
+        catalog,
+        out / "oracle.parquet",
+        batch_rows=65_536,
+        report=True,
+    )
+    console.print(f"demo done in {time.perf_counter() - began:.0f} s")
+    console.print(f"open the report: {(out / 'replay' / 'report.html').resolve()}", soft_wrap=True)
+
+
+if __name__ == "__main__":  # `python -m leap_stream.cli`, used by benchmarks/
+    app()

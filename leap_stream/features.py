@@ -32,7 +32,12 @@ import numpy as np
 from leap_stream.events import PRECISIONS
 from leap_stream.hardware import HardwareArrays
 
-__all__ = ["FeatureEncoder", "JobFeatures"]
+__all__ = ["ASSUMED_MFU", "FeatureEncoder", "JobFeatures"]
+
+# The utilisation the communication estimate assumes for compute: only the ratio matters, and
+# the model learns how far off it is per family and model type.
+ASSUMED_MFU = 0.4
+COMMUNICATION_OFFSETS = (0.0, 3.0, 6.0)
 
 _ONES = (1.0,) * 6  # the six one-hots of a pair (see FeatureEncoder.onehot_keys)
 
@@ -52,6 +57,7 @@ class JobFeatures:
     num_devices: int
     log_devices: float  # scaled
     log_work: float  # log(6 x parameters x tokens per sample)
+    log_comm_over_work: float  # log(all-reduce bytes per device / FLOPs per device per step)
 
     @property
     def shared(self) -> dict[str, float]:
@@ -76,7 +82,6 @@ class FeatureEncoder:
         # a slope of 0 means "compute-bound" and 1 means "bound by that resource instead".
         bf16 = self.log_peak_by_precision[PRECISIONS.index("bf16")]
         self.centre_bandwidth = float(np.median(self.log_bandwidth - bf16))
-        self.centre_link = float(np.median(self.log_interconnect - bf16))
         self.centre_peak = float(np.median(bf16))
         self._onehot_cache: dict[tuple[str, str, str, str], list[tuple[str, ...]]] = {}
         self._numeric_cache: dict[tuple[int, int], np.ndarray] = {}
@@ -105,11 +110,11 @@ class FeatureEncoder:
             # family by model type (compute-, memory- or communication-bound): slopes for each.
             numeric = (
                 f"{family}:bandwidth_per_flop",
-                f"{family}:link_per_flop",
+                *(f"{family}:communication/{k}" for k in COMMUNICATION_OFFSETS),
                 f"{family}:multi_node",
                 f"{family}:log_peak",
                 f"type={model_type}:bandwidth_per_flop",
-                f"type={model_type}:link_per_flop",
+                f"type={model_type}:communication",
             )
             names = self._name_cache[key] = (shared, numeric)
         return names
@@ -124,6 +129,14 @@ class FeatureEncoder:
         devices = int(job["num_devices"])
         seq = job.get("seq_len") or 0
         log_devices = math.log2(devices) / 5.0
+        log_work = math.log(6.0 * params * max(seq, 1))
+        shards = max(int(job["tensor_parallel"]), 1) * max(int(job["pipeline_parallel"]), 1)
+        replicas = max(devices / shards, 1.0)
+        # ring all-reduce of 16-bit gradients: 2 (r - 1) / r x 2 bytes x parameters per shard
+        allreduce = 4.0 * (replicas - 1.0) / replicas * params / shards
+        log_comm_over_work = (
+            math.log(allreduce) - (log_work + math.log(batch / devices)) if allreduce > 0 else -50.0
+        )
         values = np.array(
             [
                 1.0,
@@ -149,7 +162,8 @@ class FeatureEncoder:
             precision_index=PRECISIONS.index(precision) if precision in PRECISIONS else 0,
             num_devices=devices,
             log_devices=log_devices,
-            log_work=math.log(6.0 * params * max(seq, 1)),
+            log_work=log_work,
+            log_comm_over_work=log_comm_over_work,
         )
 
     def onehot_keys(self, job: JobFeatures) -> list[tuple[str, ...]]:
@@ -186,12 +200,24 @@ class FeatureEncoder:
             in_node = job.num_devices <= self.hw.devices_per_node
             log_link = np.where(in_node, self.log_interconnect, self.log_scale_out)
             log_peak = self.log_peak_by_precision[job.precision_index]
-            bandwidth = self.log_bandwidth - log_peak - self.centre_bandwidth
-            link = log_link - log_peak - self.centre_link
             table = self._numeric_cache[key] = np.stack(
-                [bandwidth, link, ~in_node, log_peak - self.centre_peak, bandwidth, link]
+                [
+                    self.log_bandwidth - log_peak - self.centre_bandwidth,
+                    ~in_node,
+                    log_peak - self.centre_peak,
+                    log_peak + math.log(ASSUMED_MFU) - log_link,
+                ]
             )
-        return table if positions is None else table[:, positions]
+        if positions is not None:
+            table = table[:, positions]
+        bandwidth, multi_node, peak, peak_over_link = table
+        # Gradient all-reduce time over compute time by the textbook estimate, as
+        # log(1 + ratio): the share of a step spent talking rather than computing. FLOPs per
+        # sample are unknown for families without a sequence length, so the ratio is only known
+        # up to a factor: a few offsets of it let the model find where the knee lies.
+        log_ratio = peak_over_link + job.log_comm_over_work
+        communication = [np.log1p(np.exp(log_ratio - k)) for k in COMMUNICATION_OFFSETS]
+        return np.stack([bandwidth, *communication, multi_node, peak, bandwidth, communication[1]])
 
     def baseline(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
         """log of the compute roofline: devices x peak FLOP/s / FLOPs per sample."""

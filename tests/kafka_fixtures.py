@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 import pytest
 
 if TYPE_CHECKING:  # confluent-kafka is the optional `kafka` extra: import it only when used
+    from confluent_kafka import Consumer, Message
     from confluent_kafka.admin import AdminClient
 
 __all__ = [
@@ -47,6 +48,8 @@ __all__ = [
     "BROKER_SCRIPT",
     "KafkaFixtureError",
     "TopicFactory",
+    "consume",
+    "consumer_config",
     "kafka_bootstrap",
     "kafka_topic",
     "unique_name",
@@ -255,3 +258,35 @@ def kafka_topic(kafka_bootstrap: str) -> Iterator[TopicFactory]:
                 failures.append(f"{name}: {error}")
         if failures:
             raise KafkaFixtureError("kafka_topic: deleting topics failed: " + "; ".join(failures))
+
+
+# --- helpers for tests that produce and consume ----------------------------------------------
+
+# Bounds a broken broker so the test fails instead of hanging; no assertion depends on it.
+CONSUME_DEADLINE_S = 60.0
+
+
+def consumer_config(bootstrap: str) -> dict[str, object]:
+    """Consumer settings for tests: a fresh group that reads from the start and joins fast."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": unique_name("test-group"),
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        # 6 s is the broker's default group.min.session.timeout.ms: the shortest it accepts.
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+    }
+
+
+def consume(consumer: Consumer, count: int) -> list[Message]:
+    """Poll until ``count`` messages arrived (or the deadline passed), failing on any error."""
+    received: list[Message] = []
+    deadline = time.monotonic() + CONSUME_DEADLINE_S
+    while len(received) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        assert message.error() is None, message.error()
+        received.append(message)
+    return received

@@ -2,44 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
-from kafka_fixtures import TopicFactory, unique_name
+from kafka_fixtures import TopicFactory, consume, consumer_config
 
 pytestmark = pytest.mark.integration
-
-# Bounds a broken broker so the test fails instead of hanging; no assertion depends on it.
-CONSUME_DEADLINE_S = 60.0
-
-
-def consumer_config(bootstrap: str) -> dict[str, object]:
-    """Consumer settings for tests: a fresh group that reads from the start and joins fast."""
-    return {
-        "bootstrap.servers": bootstrap,
-        "group.id": unique_name("test-group"),
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        # 6 s is the broker's default group.min.session.timeout.ms: the shortest it accepts.
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500,
-    }
-
-
-def consume(consumer: Consumer, count: int) -> list[Message]:
-    """Poll until ``count`` messages arrived (or the deadline passed), failing on any error."""
-    received: list[Message] = []
-    deadline = time.monotonic() + CONSUME_DEADLINE_S
-    while len(received) < count and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is None:
-            continue
-        assert message.error() is None, message.error()
-        received.append(message)
-    return received
-
 
 def test_keyed_messages_come_back_identical_and_in_order(
     kafka_bootstrap: str, kafka_topic: TopicFactory

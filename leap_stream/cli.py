@@ -138,7 +138,8 @@ def summary_view(summary: Mapping[str, Any], title: str = "backtest") -> Group:
     --------
     >>> summary = {"coverage": 1.0, "accuracy": {"n": 8, "within_10pct": 0.5},
     ...            "baselines": {"lookup": {"coverage": 0.75}}, "events_per_second": 12345.6}
-    >>> console = Console(width=100, record=True)
+    >>> import io
+    >>> console = Console(width=100, record=True, file=io.StringIO())
     >>> console.print(summary_view(summary))
     >>> text = console.export_text()
     >>> "100.0%" in text, "75.0%" in text, "12,346 events/s" in text, "regret" in text
@@ -175,7 +176,7 @@ def summary_view(summary: Mapping[str, Any], title: str = "backtest") -> Group:
         lookup.get("within_10pct_abstain_as_miss"),
     )
     row(
-        f"within 10%, on the {_count(both.get('n'))} both predicted",
+        f"within 10%, on the {_count(both.get('n', 0))} both predicted",
         both.get("model_within_10pct"),
         both.get("lookup_within_10pct"),
     )

@@ -126,7 +126,7 @@ class LeapCore:
 
         self.pending[event["job_id"]] = {
             "job": event,
-            "positions": positions.tolist(),
+            "positions": check.positions.tolist(),  # -1: not in the catalog
             "base": base.tolist(),
             "log_pred": log_pred.tolist(),
             "source": code.tolist(),

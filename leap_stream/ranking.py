@@ -94,16 +94,19 @@ class Ranking:
         def opt(value: float) -> float | None:
             return float(value) if np.isfinite(value) else None
 
+        def eligible_opt(i: int, value: float) -> float | None:
+            return opt(value) if self.eligible[i] else None
+
         candidates = [
             {
                 "hardware_type": self.hardware[i],
                 "rank": rank + 1 if rank < self.ranked_count else None,
                 "eligible": bool(self.eligible[i]),
                 "ineligible_reason": self.reasons(int(i)),
-                "predicted_throughput": opt(self.predicted[i]),
-                "throughput_lower": opt(self.lower[i]),
-                "throughput_upper": opt(self.upper[i]),
-                "price_per_device_hour": float(self.price[i]),
+                "predicted_throughput": eligible_opt(i, self.predicted[i]),
+                "throughput_lower": eligible_opt(i, self.lower[i]),
+                "throughput_upper": eligible_opt(i, self.upper[i]),
+                "price_per_device_hour": opt(self.price[i]) or 0.0,
                 "predicted_cost_per_1k_samples": opt(self.cost_per_1k[i]),
                 "source": str(self.source[i]),
             }

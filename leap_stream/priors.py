@@ -31,6 +31,7 @@ __all__ = [
     "LINEAGE_KEY",
     "LineageView",
     "config_signature",
+    "last_seen_ms",
     "lineage_offset",
     "lineage_view",
     "update_prior",
@@ -100,6 +101,12 @@ def update_prior(
     _add(state, hardware, residual, time_ms)
     _add(state, LINEAGE_KEY, residual, time_ms)
     return state
+
+
+def last_seen_ms(state: dict[str, list[float]]) -> float:
+    """When the lineage last measured anything (its lineage-wide entry's time)."""
+    entry = state.get(LINEAGE_KEY)
+    return entry[3] if entry else float("-inf")
 
 
 def lineage_offset(state: dict[str, list[float]] | None, now_ms: float) -> float:

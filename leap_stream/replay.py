@@ -6,8 +6,9 @@ prediction against what it measured) and only then learned from. With an oracle 
 throughput of every attempt on every hardware type) the ranking's decisions are scored too:
 what following it would have cost against the user's request and the lookup table.
 
-It streams the history and the oracle batch by batch: memory stays bounded by the attempts in
-flight, not by the length of the history.
+It streams the history and the oracle batch by batch, and forgets lineages idle for 60 days:
+memory holds the attempts in flight, the recent lineages and the model, plus the backtest's own
+per-attempt rows (about 50 bytes each, for the median errors).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class OracleError(ValueError):
 class OracleStream:
     """The oracle as one vector per job (catalog order, NaN = cannot run), in submission order."""
 
-    def __init__(self, path: Path, catalog_index: dict[str, int], batch_rows: int = 1 << 20):
+    def __init__(self, path: Path, catalog_index: dict[str, int], batch_rows: int = 1 << 18):
         self.path = path
         self.index = catalog_index
         self.n_hw = len(catalog_index)
@@ -225,9 +226,14 @@ def replay(
     counts: Counter[str] = Counter()
 
     began = time.perf_counter()
+    day = None
+    forgotten = 0
     for kind, event in _events_with_progress(history, batch_rows, progress):
         counts[kind] += 1
         if kind == "submitted":
+            if event["event_time"].date() != day:  # once a day: forget idle lineages
+                day = event["event_time"].date()
+                forgotten += core.evict_idle_lineages(event["event_time"].timestamp() * 1000.0)
             check = core.rules.check(event)
             model_ranking = core.on_submitted(event, check)
             lookup_ranking = lookup.on_submitted(event, check)
@@ -253,6 +259,7 @@ def replay(
     counts["unmatched_completions"] = core.unmatched_completions
     counts["never_completed"] = len(in_flight)
     summary = backtest.summary(dict(counts), events_per_second=_rate(counts, elapsed))
+    summary["state"] = {"lineages_kept": len(core.priors), "lineages_forgotten": forgotten}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     backtest.daily().to_csv(out_dir / "daily.csv", index=False)
     if report:

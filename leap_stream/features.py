@@ -38,6 +38,7 @@ __all__ = ["ASSUMED_MFU", "FeatureEncoder", "JobFeatures"]
 # the model learns how far off it is per family and model type.
 ASSUMED_MFU = 0.4
 COMMUNICATION_OFFSETS = (0.0, 3.0, 6.0)
+MEMORY_KNEES = (-1.5, 0.0, 1.5)
 
 _ONES = (1.0,) * 6  # the six one-hots of a pair (see FeatureEncoder.onehot_keys)
 
@@ -111,6 +112,7 @@ class FeatureEncoder:
             numeric = (
                 f"{family}:bandwidth_per_flop",
                 *(f"{family}:communication/{k}" for k in COMMUNICATION_OFFSETS),
+                *(f"{family}:memory/{k}" for k in MEMORY_KNEES),
                 f"{family}:multi_node",
                 f"{family}:log_peak",
                 f"type={model_type}:bandwidth_per_flop",
@@ -216,8 +218,14 @@ class FeatureEncoder:
         # sample are unknown for families without a sequence length, so the ratio is only known
         # up to a factor: a few offsets of it let the model find where the knee lies.
         log_ratio = peak_over_link + job.log_comm_over_work
-        communication = [np.log1p(np.exp(log_ratio - k)) for k in COMMUNICATION_OFFSETS]
-        return np.stack([bandwidth, *communication, multi_node, peak, bandwidth, communication[1]])
+        communication = [np.logaddexp(0.0, log_ratio - k) for k in COMMUNICATION_OFFSETS]
+        # Memory-bound past a knee: where the hardware's bandwidth per FLOP falls below what the
+        # job needs (unknown per model type), throughput follows bandwidth, not FLOPs; hinges at
+        # a few points let the model place the knee per family.
+        memory = [np.logaddexp(0.0, -bandwidth - k) for k in MEMORY_KNEES]
+        return np.stack(
+            [bandwidth, *communication, *memory, multi_node, peak, bandwidth, communication[1]]
+        )
 
     def baseline(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
         """log of the compute roofline: devices x peak FLOP/s / FLOPs per sample."""

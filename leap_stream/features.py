@@ -39,6 +39,11 @@ __all__ = ["ASSUMED_MFU", "FeatureEncoder", "JobFeatures"]
 ASSUMED_MFU = 0.4
 COMMUNICATION_OFFSETS = (0.0, 3.0, 6.0)
 MEMORY_KNEES = (-1.5, 0.0, 1.5)
+# Row positions in FeatureEncoder.numeric (they follow the numeric names' order).
+_COMMUNICATION = slice(1, 1 + len(COMMUNICATION_OFFSETS))
+_TYPE_COMMUNICATION = 1 + len(COMMUNICATION_OFFSETS) + len(MEMORY_KNEES) + 3
+_PEAK_OVER_LINK = _TYPE_COMMUNICATION + 1
+_OFFSETS = np.array(COMMUNICATION_OFFSETS)[:, None]
 
 _ONES = (1.0,) * 6  # the six one-hots of a pair (see FeatureEncoder.onehot_keys)
 
@@ -199,32 +204,40 @@ class FeatureEncoder:
         key = (job.precision_index, job.num_devices)
         table = self._numeric_cache.get(key)
         if table is None:
-            in_node = job.num_devices <= self.hw.devices_per_node
-            log_link = np.where(in_node, self.log_interconnect, self.log_scale_out)
-            log_peak = self.log_peak_by_precision[job.precision_index]
-            table = self._numeric_cache[key] = np.stack(
-                [
-                    self.log_bandwidth - log_peak - self.centre_bandwidth,
-                    ~in_node,
-                    log_peak - self.centre_peak,
-                    log_peak + math.log(ASSUMED_MFU) - log_link,
-                ]
-            )
-        if positions is not None:
-            table = table[:, positions]
-        bandwidth, multi_node, peak, peak_over_link = table
+            table = self._numeric_cache[key] = self._numeric_table(job)
+        features = table.copy() if positions is None else table[:, positions]
         # Gradient all-reduce time over compute time by the textbook estimate, as
         # log(1 + ratio): the share of a step spent talking rather than computing. FLOPs per
         # sample are unknown for families without a sequence length, so the ratio is only known
         # up to a factor: a few offsets of it let the model find where the knee lies.
-        log_ratio = peak_over_link + job.log_comm_over_work
-        communication = [np.logaddexp(0.0, log_ratio - k) for k in COMMUNICATION_OFFSETS]
+        log_ratio = features[_PEAK_OVER_LINK] + job.log_comm_over_work
+        features[_COMMUNICATION] = np.logaddexp(0.0, log_ratio - _OFFSETS)
+        features[_TYPE_COMMUNICATION] = features[_COMMUNICATION.start + 1]
+        return features[:_PEAK_OVER_LINK]
+
+    def _numeric_table(self, job: JobFeatures) -> np.ndarray:
+        """The rows of :meth:`numeric` that depend on precision and device count only; the
+        communication rows are placeholders, and one last row holds log(0.4 peak / link)."""
+        in_node = job.num_devices <= self.hw.devices_per_node
+        log_link = np.where(in_node, self.log_interconnect, self.log_scale_out)
+        log_peak = self.log_peak_by_precision[job.precision_index]
+        bandwidth = self.log_bandwidth - log_peak - self.centre_bandwidth
+        placeholder = np.zeros_like(bandwidth)
         # Memory-bound past a knee: where the hardware's bandwidth per FLOP falls below what the
         # job needs (unknown per model type), throughput follows bandwidth, not FLOPs; hinges at
         # a few points let the model place the knee per family.
         memory = [np.logaddexp(0.0, -bandwidth - k) for k in MEMORY_KNEES]
         return np.stack(
-            [bandwidth, *communication, *memory, multi_node, peak, bandwidth, communication[1]]
+            [
+                bandwidth,
+                *(placeholder for _ in COMMUNICATION_OFFSETS),
+                *memory,
+                ~in_node,
+                log_peak - self.centre_peak,
+                bandwidth,
+                placeholder,
+                log_peak + math.log(ASSUMED_MFU) - log_link,
+            ]
         )
 
     def baseline(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:

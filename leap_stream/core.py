@@ -48,6 +48,7 @@ from leap_stream.model import ThroughputModel
 from leap_stream.priors import (
     config_signature,
     last_seen_ms,
+    latest,
     lineage_offset,
     lineage_view,
     update_prior,
@@ -130,8 +131,9 @@ class LeapCore:
 
         now_ms = _time_ms(event)
         index = self.hw.index if event.get("candidate_hardware") is None else check.index
+        state = self.priors.get(event["lineage_id"])
         view = lineage_view(
-            self.priors.get(event["lineage_id"]), index, n, config_signature(event), now_ms
+            state, index, n, config_signature(event), now_ms, self._latest_residual(state)
         )
         has_exact = np.isfinite(view.exact)
         log_pred = np.where(has_exact, view.exact, base + view.offsets)
@@ -168,6 +170,18 @@ class LeapCore:
             source=_SOURCE_NAMES[code],
             risk=risk,
         )
+
+    def _latest_residual(self, state: dict[str, Any] | None) -> float | None:
+        """The lineage's latest measurement against the model as it is now."""
+        last = latest(state)
+        if last is None:
+            return None
+        hardware, log_throughput, config = last
+        position = self.hw.index.get(hardware)
+        if position is None:
+            return None
+        base = self.model.predict_many(self.model.encoder.job(config), np.array([position]))[0]
+        return float(log_throughput - base)
 
     def on_completed(self, event: dict[str, Any]) -> bool:
         """Join a JobCompleted record to its submission and learn from it.
@@ -206,6 +220,7 @@ class LeapCore:
             log_throughput=log_y,
             residual=log_y - base,
             time_ms=now_ms,
+            config=submitted,
         )
         model_type = submitted["model_type"]
         self.type_counts[model_type] = self.type_counts.get(model_type, 0) + 1

@@ -23,15 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 __all__ = [
+    "CONFIG_FIELDS",
     "HALF_LIFE_DAYS",
+    "LATEST_KEY",
     "LINEAGE_KEY",
     "LineageView",
     "config_signature",
     "last_seen_ms",
+    "latest",
     "lineage_offset",
     "lineage_view",
     "update_prior",
@@ -39,6 +43,20 @@ __all__ = [
 
 HALF_LIFE_DAYS = 14.0
 LINEAGE_KEY = "*"
+LATEST_KEY = "~latest"  # not a hardware name: '~' never starts one
+# The submission fields that make up a configuration (what the model's features read).
+CONFIG_FIELDS = (
+    "model_type",
+    "model_family",
+    "framework",
+    "precision",
+    "param_count",
+    "global_batch_size",
+    "seq_len",
+    "num_devices",
+    "tensor_parallel",
+    "pipeline_parallel",
+)
 # Shrinkage (pseudo-observations of residual zero): the ratio of measurement noise to the spread
 # of true offsets. Small on the same hardware (a repeat measures almost the same thing), larger
 # across hardware (lineage x hardware effects do not transfer).
@@ -87,20 +105,40 @@ def _add(state: dict[str, list[float]], key: str, value: float, time_ms: float) 
 
 
 def update_prior(
-    state: dict[str, list[float]] | None,
+    state: dict[str, Any] | None,
     hardware: str,
     signature: str,
     *,
     log_throughput: float,
     residual: float,
     time_ms: float,
-) -> dict[str, list[float]]:
-    """Add one succeeded attempt to a lineage's state (a new dict if None)."""
+    config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Add one succeeded attempt to a lineage's state (a new dict if None).
+
+    ``config`` (the submission's configuration fields) is kept for the latest attempt so that
+    its residual can be taken again against the model as it is now (see :func:`lineage_view`).
+    """
     state = {} if state is None else state
     _add(state, f"{signature}{_SEPARATOR}{hardware}", log_throughput, time_ms)
     _add(state, hardware, residual, time_ms)
     _add(state, LINEAGE_KEY, residual, time_ms)
+    if config is not None:
+        state[LATEST_KEY] = {
+            "hardware": hardware,
+            "log_throughput": log_throughput,
+            "config": [config[key] for key in CONFIG_FIELDS],  # a list: lean, and JSON-able
+        }
     return state
+
+
+def latest(state: Mapping[str, Any] | None) -> tuple[str, float, dict[str, Any]] | None:
+    """The lineage's latest succeeded attempt: hardware, log throughput and configuration."""
+    entry = None if not state else state.get(LATEST_KEY)
+    if entry is None:
+        return None
+    config = dict(zip(CONFIG_FIELDS, entry["config"], strict=True))
+    return entry["hardware"], entry["log_throughput"], config
 
 
 def last_seen_ms(state: dict[str, list[float]]) -> float:
@@ -117,20 +155,32 @@ def lineage_offset(state: dict[str, list[float]] | None, now_ms: float) -> float
 
 
 def lineage_view(
-    state: dict[str, list[float]] | None,
+    state: dict[str, Any] | None,
     index: Mapping[str, int],
     n: int,
     signature: str,
     now_ms: float,
+    latest_residual: float | None = None,
 ) -> LineageView:
-    """The priors of ``n`` candidates; ``index`` maps a hardware type to its candidate position."""
+    """The priors of ``n`` candidates; ``index`` maps a hardware type to its candidate position.
+
+    A residual is taken against the model of its day; while the model is young it moves, and old
+    residuals go stale. ``latest_residual``, the latest attempt's residual against the model as it
+    is now, replaces the lineage-wide offset and that hardware's own when given.
+    """
     exact = np.full(n, np.nan)
     if not state:
         return LineageView(np.zeros(n), exact, np.zeros(n, dtype=bool))
-    offsets = np.full(n, _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER))
+    if latest_residual is None:
+        transfer = _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER)
+    else:
+        transfer = latest_residual / (1.0 + SHRINK_TRANSFER)
+    offsets = np.full(n, transfer)
     same = np.zeros(n, dtype=bool)
     prefix = signature + _SEPARATOR
     for key, entry in state.items():  # a handful of entries: cheaper than one per candidate
+        if key == LATEST_KEY:
+            continue
         if key.startswith(prefix):
             i = index.get(key[len(prefix) :])
             if i is not None:
@@ -141,4 +191,8 @@ def lineage_view(
             if i is not None:
                 offsets[i] = _mean(entry, now_ms, SHRINK_SAME_HARDWARE)
                 same[i] = True
+    if latest_residual is not None:
+        i = index.get(state[LATEST_KEY]["hardware"])
+        if i is not None:
+            offsets[i] = latest_residual / (1.0 + SHRINK_SAME_HARDWARE)
     return LineageView(offsets, exact, same)

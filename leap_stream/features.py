@@ -265,7 +265,7 @@ class FeatureEncoder:
         values = [
             *job.shared_values.tolist(),
             *_ONES,
-            *self.numeric(job)[:, position].tolist(),
+            *self.numeric(job, np.array([position]))[:, 0].tolist(),
             job.log_devices,
         ]
         return dict(zip(self.pair_names(job, position), values, strict=True))

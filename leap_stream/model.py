@@ -59,7 +59,6 @@ class ThroughputModel:
         self._mirror = np.zeros(1024)
         # per job key: mirror columns of its shared, numeric and (per hardware) one-hot features
         self._job_columns: dict[tuple[str, str, str, str], tuple[np.ndarray, ...]] = {}
-        self._pair_columns: dict[tuple[tuple[str, str, str, str], int], np.ndarray] = {}
         self._device_columns = self._columns([f"hw={h}:log_devices" for h in encoder.names])
 
     def _columns(self, names: list[str]) -> np.ndarray:
@@ -111,20 +110,16 @@ class ThroughputModel:
         """Learn from one measured throughput (already net of the lineage's own offset)."""
         if not math.isfinite(log_throughput):
             return
-        x = self.encoder.pair(job, position)
+        # A zero-valued feature gets a zero gradient: leaving it out changes no weight and
+        # spares the optimizer's per-feature loop.
+        x = {name: value for name, value in self.encoder.pair(job, position).items() if value}
         baseline = float(self.encoder.baseline(job)[position])
         self.regressor.learn_one(x, log_throughput - baseline)
-        # refresh the mirror for exactly the features river just updated (pair() lists them
-        # in this order: shared, one-hots, numeric, devices)
-        columns = self._pair_columns.get((job.key, position))
-        if columns is None:
-            shared, numeric, onehot = self._columns_of(job)
-            columns = np.concatenate(
-                [shared, onehot[position], numeric, self._device_columns[position : position + 1]]
-            )
-            self._pair_columns[(job.key, position)] = columns
+        # refresh the mirror for exactly the features river just updated
+        self._columns_of(job)  # registers every feature of this job's pairs
+        column = self._column
         get = self.regressor._weights.get  # river's VectorDict: read, never written here
-        self._mirror[columns] = [get(name, 0.0) for name in x]
+        self._mirror[[column[name] for name in x]] = [get(name, 0.0) for name in x]
         self.learned += 1
         self.seen[position] += 1
         self.family_seen(job.family)[position] += 1

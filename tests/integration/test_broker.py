@@ -9,6 +9,7 @@ from kafka_fixtures import TopicFactory, consume, consumer_config
 
 pytestmark = pytest.mark.integration
 
+
 def test_keyed_messages_come_back_identical_and_in_order(
     kafka_bootstrap: str, kafka_topic: TopicFactory
 ) -> None:

@@ -53,7 +53,7 @@ from leap_stream.priors import (
     lineage_view,
     update_prior,
 )
-from leap_stream.ranking import Ranking, rank_candidates
+from leap_stream.ranking import SOURCES, Ranking, rank_candidates
 
 __all__ = ["COLD_START_MIN_OBSERVATIONS", "LeapCore", "LookupRanker"]
 
@@ -67,7 +67,7 @@ RISK_AVERSION = 0.5
 SUCCEEDED = "succeeded"
 # Priors of a lineage idle this long weigh 2^-(60/14) ~ 5% of their first value: forget them.
 MAX_IDLE_DAYS = 60.0
-_SOURCES = ("lineage_prior", "model", "cold_start")
+_SOURCES = SOURCES[:3]  # the model's own: lineage_prior, model, cold_start
 _SOURCE_NAMES = np.array(_SOURCES)
 _LOOKUP_SOURCE = np.array(["lookup"])
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pydantic
 import pytest
+from realdata_paths import REALDATA
 
 from leap_stream.catalog import (
     VENDORS,
@@ -23,7 +24,6 @@ from leap_stream.catalog import (
 )
 from leap_stream.events import FRAMEWORKS, PRECISIONS
 
-REALDATA = Path("/work/shared/realdata")
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "catalog.md"
 
 VALID: dict[str, Any] = {

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from realdata_paths import MLPERF_CSV as REAL_MLPERF_CSV
 from typer.testing import CliRunner
 
 from leap_stream import cli
-
-REAL_MLPERF_CSV = Path("/work/shared/realdata/mlperf_training.csv")
 
 runner = CliRunner()
 

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pytest
+from realdata_paths import MLPERF_CSV as REAL_CSV
 
 from leap_stream.history import read_history_batches
 from leap_stream.importers.mlperf import (
@@ -20,8 +21,6 @@ from leap_stream.importers.mlperf import (
     naive_ratio_predictions,
     naive_ratio_summary,
 )
-
-REAL_CSV = Path("/work/shared/realdata/mlperf_training.csv")
 
 
 def _row(**overrides: Any) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Public MLPerf Training results as a leap-stream history, and the naive cross-type predictor.
 
 :func:`import_mlperf` turns ``mlperf_training.csv`` (one row per published result; see
-``/work/shared/realdata/README.md``) into a history: one attempt per closed-division result on
-a catalog accelerator, a submitted and a completed event each, one lineage per benchmark
+``shared/realdata/README.md`` beside the repository) into a history: one attempt per
+closed-division result on a catalog accelerator, a submitted and a completed event each, one
+lineage per benchmark
 (``mlperf-bert``, ...) so that earlier results on other hardware are the job's prior
 throughput. The mapping rules, every figure they use and what gets dropped are in
 ``docs/real-data.md``; the figures live in :data:`BENCHMARKS` and :data:`ROUND_DATES`.

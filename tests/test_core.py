@@ -253,3 +253,25 @@ def test_an_unknown_candidate_does_not_steal_the_first_catalog_types_slot(
     first = hw_catalog.names[0]
     got = _residual_after_repeat(hw_catalog, ["nope", first], first)
     assert got == pytest.approx(math.log(1.1))
+
+
+def test_idle_lineages_are_forgotten_and_recent_ones_kept(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog)
+    for lineage, h in (("old", 0.0), ("recent", 24.0 * 50)):
+        core.on_submitted(_sub(f"{lineage}-1", lineage, h))
+        core.on_completed(_done(f"{lineage}-1", lineage, h + 1, TWO[0], 1000.0))
+    now_ms = hours(24.0 * 70).timestamp() * 1000.0
+
+    assert core.evict_idle_lineages(now_ms, max_idle_days=60) == 1
+    assert set(core.priors) == {"recent"}
+    assert core.evict_idle_lineages(now_ms, max_idle_days=60) == 0  # idempotent
+
+
+def test_a_forgotten_lineage_starts_over_without_its_prior(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog)
+    core.on_submitted(_sub("a1", "lin", 0))
+    core.on_completed(_done("a1", "lin", 1, TWO[0], 1000.0))
+    core.evict_idle_lineages(hours(24.0 * 90).timestamp() * 1000.0)
+
+    ranking = core.on_submitted(_sub("a2", "lin", 24.0 * 90))
+    assert _at(ranking, TWO[0])[1] != "lineage_prior"

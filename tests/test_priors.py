@@ -10,12 +10,14 @@ import pytest
 from core_fixtures import hours, submitted_event
 
 from leap_stream.priors import (
+    CONFIG_FIELDS,
     HALF_LIFE_DAYS,
     LINEAGE_KEY,
     SHRINK_SAME_HARDWARE,
     SHRINK_TRANSFER,
     LineageView,
     config_signature,
+    latest,
     lineage_offset,
     lineage_view,
     update_prior,
@@ -139,3 +141,33 @@ def test_state_round_trips_through_json() -> None:
     update_prior(copy, "TPU-v5p", SIG, log_throughput=4.0, residual=0.0, time_ms=now)
     update_prior(state, "TPU-v5p", SIG, log_throughput=4.0, residual=0.0, time_ms=now)
     assert json.loads(json.dumps(state)) == copy
+
+
+def test_the_latest_attempt_keeps_its_configuration_for_a_fresh_residual() -> None:
+    job = submitted_event("j1", "l1", hours(0))
+    state = update_prior(
+        None, "MI300X", SIG, log_throughput=5.0, residual=0.4, time_ms=0.0, config=job
+    )
+    hardware, log_throughput, config = latest(state)
+    assert (hardware, log_throughput) == ("MI300X", 5.0)
+    assert config == {key: job[key] for key in CONFIG_FIELDS}
+    assert json.loads(json.dumps(state)) == state  # still a plain, JSON-able state
+
+
+def test_a_fresh_residual_replaces_the_stale_ones() -> None:
+    job = submitted_event("j1", "l1", hours(0))
+    state = update_prior(
+        None, "MI300X", SIG, log_throughput=5.0, residual=0.4, time_ms=0.0, config=job
+    )
+    stale = lineage_view(state, INDEX, len(INDEX), "other-config", 0.0)
+    fresh = lineage_view(state, INDEX, len(INDEX), "other-config", 0.0, latest_residual=0.1)
+    # stale: the residual of its day, shrunk; fresh: the residual against today's model
+    assert stale.offsets[INDEX["MI300X"]] == pytest.approx(0.4 / (1 + SHRINK_SAME_HARDWARE))
+    assert fresh.offsets[INDEX["MI300X"]] == pytest.approx(0.1 / (1 + SHRINK_SAME_HARDWARE))
+    assert fresh.offsets[INDEX["H100-SXM"]] == pytest.approx(0.1 / (1 + SHRINK_TRANSFER))
+    assert fresh.same_hardware.tolist() == [False, True, False]
+
+
+def test_no_latest_attempt_without_state() -> None:
+    assert latest(None) is None
+    assert latest({}) is None

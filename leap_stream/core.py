@@ -84,7 +84,7 @@ class LeapCore:
         catalog: Catalog,
         *,
         pending: MutableMapping[str, dict[str, Any]] | None = None,
-        priors: MutableMapping[str, dict[str, list[float]]] | None = None,
+        priors: MutableMapping[str, dict[str, Any]] | None = None,
         interval_level: float = 0.9,
     ) -> None:
         self.rules = EligibilityRules(catalog)

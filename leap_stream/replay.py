@@ -13,11 +13,14 @@ per-attempt rows (about 50 bytes each, for the median errors).
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections import Counter, deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +208,62 @@ def _events_with_progress(
         bar.update(task, completed=count if total is None else total)
 
 
+@contextmanager
+def _quiet_collector() -> Iterator[None]:
+    """The replay holds millions of long-lived objects (lineage priors, attempts in flight) and
+    makes no reference cycles: the cyclic collector's passes over them cost and free nothing."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(200_000, 20, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
+class _Session:
+    """One replay's state: the model, the baseline, the scorer and the attempts in flight."""
+
+    def __init__(self, catalog: Catalog, oracle: Path | None) -> None:
+        self.core = LeapCore(catalog)
+        self.lookup = LookupRanker(catalog)
+        self.backtest = Backtest(interval_level=self.core.intervals.level)
+        self.truths = OracleStream(oracle, self.core.hw.index) if oracle else None
+        self.decisions = _Decisions(self.core)
+        self.in_flight: dict[str, _InFlight] = {}
+        self.counts: Counter[str] = Counter()
+        self.forgotten = 0
+        self._day: date | None = None
+
+    def submitted(self, event: dict[str, Any]) -> None:
+        """Rank a submission with both predictors; keep it until its attempt completes."""
+        core = self.core
+        when = event["event_time"]
+        if when.date() != self._day:  # once a day: forget idle lineages
+            self._day = when.date()
+            self.forgotten += core.evict_idle_lineages(when.timestamp() * 1000.0)
+        check = core.rules.check(event)
+        model_ranking = core.on_submitted(event, check)
+        lookup_ranking = self.lookup.on_submitted(event, check)
+        has_eligible = bool(check.eligible.any())
+        self.backtest.observe_submission(
+            when.date(), has_eligible, not model_ranking.abstained, not lookup_ranking.abstained
+        )
+        truth = self.truths.take(event["job_id"]) if self.truths else None
+        self.in_flight[event["job_id"]] = _InFlight(
+            event, model_ranking, lookup_ranking, check.positions, has_eligible, truth
+        )
+
+    def completed(self, event: dict[str, Any]) -> None:
+        """Score the attempt first (prequential), then let both predictors learn from it."""
+        flight = self.in_flight.pop(event["job_id"], None)
+        if flight is not None:
+            self.backtest.observe(_outcome(flight, event, self.decisions))
+        self.core.on_completed(event)
+        self.lookup.on_completed(event)
+
+
 def replay(
     history: Path,
     out_dir: Path,
@@ -217,49 +276,26 @@ def replay(
 ) -> dict[str, Any]:
     """Replay ``history`` through the core; write summary.json, daily.csv and report.html."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    core = LeapCore(catalog)
-    lookup = LookupRanker(catalog)
-    backtest = Backtest(interval_level=core.intervals.level)
-    truths = OracleStream(oracle, core.hw.index) if oracle else None
-    decisions = _Decisions(core)
-    in_flight: dict[str, _InFlight] = {}
-    counts: Counter[str] = Counter()
-
+    session = _Session(catalog, oracle)
+    counts = session.counts
     began = time.perf_counter()
-    day = None
-    forgotten = 0
-    for kind, event in _events_with_progress(history, batch_rows, progress):
-        counts[kind] += 1
-        if kind == "submitted":
-            if event["event_time"].date() != day:  # once a day: forget idle lineages
-                day = event["event_time"].date()
-                forgotten += core.evict_idle_lineages(event["event_time"].timestamp() * 1000.0)
-            check = core.rules.check(event)
-            model_ranking = core.on_submitted(event, check)
-            lookup_ranking = lookup.on_submitted(event, check)
-            has_eligible = bool(check.eligible.any())
-            backtest.observe_submission(
-                event["event_time"].date(),
-                has_eligible,
-                not model_ranking.abstained,
-                not lookup_ranking.abstained,
-            )
-            truth = truths.take(event["job_id"]) if truths else None
-            in_flight[event["job_id"]] = _InFlight(
-                event, model_ranking, lookup_ranking, check.positions, has_eligible, truth
-            )
-            continue
-        flight = in_flight.pop(event["job_id"], None)
-        if flight is not None:
-            backtest.observe(_outcome(flight, event, decisions))
-        core.on_completed(event)
-        lookup.on_completed(event)
+    with _quiet_collector():
+        for kind, event in _events_with_progress(history, batch_rows, progress):
+            counts[kind] += 1
+            if kind == "submitted":
+                session.submitted(event)
+            else:
+                session.completed(event)
     elapsed = time.perf_counter() - began
 
-    counts["unmatched_completions"] = core.unmatched_completions
-    counts["never_completed"] = len(in_flight)
+    counts["unmatched_completions"] = session.core.unmatched_completions
+    counts["never_completed"] = len(session.in_flight)
+    backtest = session.backtest
     summary = backtest.summary(dict(counts), events_per_second=_rate(counts, elapsed))
-    summary["state"] = {"lineages_kept": len(core.priors), "lineages_forgotten": forgotten}
+    summary["state"] = {
+        "lineages_kept": len(session.core.priors),
+        "lineages_forgotten": session.forgotten,
+    }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     backtest.daily().to_csv(out_dir / "daily.csv", index=False)
     if report:

@@ -52,6 +52,8 @@ __all__ = [
     "consumer_config",
     "kafka_bootstrap",
     "kafka_topic",
+    "produce",
+    "read_topic",
     "unique_name",
 ]
 
@@ -290,3 +292,32 @@ def consume(consumer: Consumer, count: int) -> list[Message]:
         assert message.error() is None, message.error()
         received.append(message)
     return received
+
+
+def produce(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
+    """Send keyed ``messages`` with acks=all and wait until every one is delivered."""
+    from confluent_kafka import Producer
+
+    errors: list[object] = []
+
+    def on_delivery(error: object, _message: object) -> None:
+        if error is not None:
+            errors.append(error)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for key, value in messages:
+        producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+    assert producer.flush(30) == 0, "messages still queued after flush"
+    assert errors == [], errors
+
+
+def read_topic(bootstrap: str, topic: str, count: int) -> list[Message]:
+    """Read ``count`` messages of ``topic`` from the start with a fresh consumer group."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(consumer_config(bootstrap))
+    try:
+        consumer.subscribe([topic])
+        return consume(consumer, count)
+    finally:
+        consumer.close()

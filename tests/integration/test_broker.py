@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
-from kafka_fixtures import TopicFactory, consume, consumer_config
+from kafka_fixtures import TopicFactory, produce, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -16,24 +15,8 @@ def test_keyed_messages_come_back_identical_and_in_order(
     topic = kafka_topic(partitions=1)
     sent = [(f"job-{i % 3}".encode(), f"payload {i} \x00\xff".encode("latin-1")) for i in range(7)]
 
-    delivery_errors: list[KafkaError] = []
-
-    def on_delivery(error: KafkaError | None, _message: Message) -> None:
-        if error is not None:
-            delivery_errors.append(error)
-
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
-    for key, value in sent:
-        producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
-    assert producer.flush(30) == 0, "messages still queued after flush"
-    assert delivery_errors == []
-
-    consumer = Consumer(consumer_config(kafka_bootstrap))
-    try:
-        consumer.subscribe([topic])
-        received = consume(consumer, len(sent))
-    finally:
-        consumer.close()
+    produce(kafka_bootstrap, topic, sent)
+    received = read_topic(kafka_bootstrap, topic, len(sent))
 
     assert [(m.key(), m.value()) for m in received] == sent
     assert [m.topic() for m in received] == [topic] * len(sent)

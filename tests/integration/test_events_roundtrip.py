@@ -6,8 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from kafka_fixtures import TopicFactory, consume, consumer_config
+from kafka_fixtures import TopicFactory, produce, read_topic
 
 from leap_stream.catalog import default_catalog
 from leap_stream.codec import MARKER, decode, encode
@@ -86,17 +85,8 @@ def test_every_event_type_round_trips_through_the_broker(
 ) -> None:
     topic = kafka_topic(partitions=1, prefix="events")
     records = one_of_each()
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
-    for name, record in records:
-        producer.produce(topic, key=name.encode(), value=encode(name, record))
-    assert producer.flush(30) == 0
-
-    consumer = Consumer(consumer_config(kafka_bootstrap))
-    try:
-        consumer.subscribe([topic])
-        received = consume(consumer, len(records))
-    finally:
-        consumer.close()
+    produce(kafka_bootstrap, topic, [(n.encode(), encode(n, r)) for n, r in records])
+    received = read_topic(kafka_bootstrap, topic, len(records))
 
     assert len(received) == len(records)
     for (name, record), message in zip(records, received, strict=True):

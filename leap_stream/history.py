@@ -325,30 +325,25 @@ def _check_history(batch: _Batch, state: _State) -> None:
     kind = batch.col("event_type")
     submitted = pc.equal(kind, "submitted")
     completed = pc.equal(kind, "completed")
-    for column in _SUBMITTED_REQUIRED:
-        batch.fail_where(
-            pc.and_(submitted, pc.is_null(batch.col(column))),
-            column,
-            lambda _: "is null on a submitted row",
-        )
-    for column in _SUBMITTED_ONLY:
-        batch.fail_where(
-            pc.and_(completed, pc.is_valid(batch.col(column))),
-            column,
-            lambda v: f"{v!r} is set on a completed row; it belongs to submitted rows only",
-        )
-    for column in _COMPLETED_REQUIRED:
-        batch.fail_where(
-            pc.and_(completed, pc.is_null(batch.col(column))),
-            column,
-            lambda _: "is null on a completed row",
-        )
-    for column in _COMPLETED_ONLY:
-        batch.fail_where(
-            pc.and_(submitted, pc.is_valid(batch.col(column))),
-            column,
-            lambda v: f"{v!r} is set on a submitted row; it belongs to completed rows only",
-        )
+    # each event type's own columns are required on its rows and null on the other's
+    for rows, other, required, only, name, other_name in (
+        (submitted, completed, _SUBMITTED_REQUIRED, _SUBMITTED_ONLY, "submitted", "completed"),
+        (completed, submitted, _COMPLETED_REQUIRED, _COMPLETED_ONLY, "completed", "submitted"),
+    ):
+        for column in required:
+            batch.fail_where(
+                pc.and_(rows, pc.is_null(batch.col(column))),
+                column,
+                lambda _, name=name: f"is null on a {name} row",
+            )
+        for column in only:
+            batch.fail_where(
+                pc.and_(other, pc.is_valid(batch.col(column))),
+                column,
+                lambda v, name=name, other_name=other_name: (
+                    f"{v!r} is set on a {other_name} row; it belongs to {name} rows only"
+                ),
+            )
     for column in ("precision", "framework", "status"):
         _check_enum(batch, column)
     for column in _POSITIVE:

@@ -10,8 +10,8 @@ prints the figures quoted in the doc: fleet statistics and the physics sanity ch
 public throughput figures.
 
 The throughput-per-dollar plot and the sanity checks use fixed reference jobs priced directly
-with :func:`leap_stream.fleet.physics.expected_throughput` (neutral hidden efficiencies), so they
-do not depend on the sampled fleet; the other plots read the fleet's history and oracle.
+with :func:`leap_stream.data.fleet.physics.expected_throughput` (neutral hidden efficiencies),
+so they do not depend on the sampled fleet; the other plots read the fleet's history and oracle.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from leap_stream.catalog import VENDORS, default_catalog
-from leap_stream.events import FRAMEWORKS, PRECISIONS
-from leap_stream.fleet import FleetConfig, HardwareArrays, generate_fleet
-from leap_stream.fleet.generator import default_start
-from leap_stream.fleet.physics import RELEASES, expected_throughput
-from leap_stream.fleet.zoo import FAMILIES, FAMILY_NAMES
+from leap_stream.core.catalog import VENDORS, default_catalog
+from leap_stream.core.events import FRAMEWORKS, PRECISIONS
+from leap_stream.data.fleet import FleetConfig, HardwareArrays, generate_fleet
+from leap_stream.data.fleet.generator import default_start
+from leap_stream.data.fleet.physics import RELEASES, expected_throughput
+from leap_stream.data.fleet.zoo import FAMILIES, FAMILY_NAMES
 
 DOC_FLEET = FleetConfig(days=30, jobs_per_day=3_000, seed=1)
 VENDOR_COLORS = {

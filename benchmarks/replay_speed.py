@@ -34,11 +34,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from leap_stream import core, replay
-from leap_stream.catalog import default_catalog
-from leap_stream.eligibility import EligibilityRules
-from leap_stream.metrics import Backtest
-from leap_stream.model import ThroughputModel
+from leap_stream.backtest import replay
+from leap_stream.backtest.metrics import Backtest
+from leap_stream.core import leap as core
+from leap_stream.core.catalog import default_catalog
+from leap_stream.core.eligibility import EligibilityRules
+from leap_stream.core.model import ThroughputModel
 
 # (label, owner, attribute, parent label or None): each step of the replay loop that gets timed.
 # A child's time is inside its parent's (rank_candidates: inside both rankers' on_submitted); the

@@ -28,9 +28,9 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from leap_stream.catalog import Catalog
-    from leap_stream.fleet import FleetStats
-    from leap_stream.importers.mlperf import ImportStats
+    from leap_stream.core.catalog import Catalog
+    from leap_stream.data.fleet import FleetStats
+    from leap_stream.data.importers.mlperf import ImportStats
 
 __all__ = ["app", "summary_view"]
 
@@ -82,7 +82,7 @@ def _exit_on(*errors: type[Exception]) -> Iterator[None]:
 
 
 def _load_catalog(path: Path | None) -> Catalog:
-    from leap_stream.catalog import CatalogError, default_catalog, load_catalog
+    from leap_stream.core.catalog import CatalogError, default_catalog, load_catalog
 
     with _exit_on(CatalogError):
         return load_catalog(path) if path else default_catalog()
@@ -126,7 +126,7 @@ def summary_view(summary: Mapping[str, Any], title: str = "backtest") -> Group:
     Parameters
     ----------
     summary
-        The dict of ``leap_stream.metrics.Backtest.summary`` (keys as in docs/metrics.md).
+        The dict of ``leap_stream.backtest.metrics.Backtest.summary`` (keys as in docs/metrics.md).
     title
         The first table's title.
 
@@ -245,7 +245,7 @@ def _import_table(stats: ImportStats, csv_path: Path) -> Table:
 def _generate(
     out: Path, days: int, jobs_per_day: int, seed: int, start: datetime | None, catalog: Catalog
 ) -> None:
-    from leap_stream.fleet import FleetConfig, generate_fleet
+    from leap_stream.data.fleet import FleetConfig, generate_fleet
 
     config = FleetConfig(days=days, jobs_per_day=jobs_per_day, seed=seed, start=start)
     began = time.perf_counter()
@@ -261,8 +261,8 @@ def _replay(
     batch_rows: int,
     report: bool,
 ) -> None:
-    from leap_stream.history import HistoryError
-    from leap_stream.replay import OracleError, replay
+    from leap_stream.backtest.replay import OracleError, replay
+    from leap_stream.data.history import HistoryError
 
     with _exit_on(HistoryError, OracleError):
         summary = replay(
@@ -352,7 +352,7 @@ def import_mlperf_command(
     catalog: CatalogOption = None,
 ) -> None:
     """Write the closed-division MLPerf Training results as a history (docs/real-data.md)."""
-    from leap_stream.importers.mlperf import MlperfImportError, import_mlperf
+    from leap_stream.data.importers.mlperf import MlperfImportError, import_mlperf
 
     catalog_ = _load_catalog(catalog)
     with _exit_on(MlperfImportError):
@@ -375,7 +375,7 @@ def history_validate(
     ] = False,
 ) -> None:
     """Read and check every row of a history (or oracle) file; print its row and event counts."""
-    from leap_stream.history import HistoryError, read_history_batches, read_oracle_batches
+    from leap_stream.data.history import HistoryError, read_history_batches, read_oracle_batches
 
     counts: Counter[str] = Counter()
     jobs: set[str] = set()
@@ -416,7 +416,7 @@ def history_convert(
     ] = False,
 ) -> None:
     """Convert a history (or oracle) file between Parquet, CSV and Avro, validating every row."""
-    from leap_stream.history import (
+    from leap_stream.data.history import (
         HistoryError,
         read_history_batches,
         read_oracle_batches,

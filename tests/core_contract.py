@@ -8,7 +8,7 @@ anything with ``on_submitted(event, eligibility=None) -> Ranking`` and
 
 Examples
 --------
->>> from leap_stream.catalog import default_catalog
+>>> from leap_stream.core.catalog import default_catalog
 >>> from leap_stream.core import LookupRanker
 >>> for check in CHECKS:
 ...     check(LookupRanker, default_catalog())
@@ -24,10 +24,10 @@ from typing import Any, Protocol
 import numpy as np
 from core_fixtures import completed_event, hours, submitted_event
 
-from leap_stream import codec
-from leap_stream.catalog import Catalog
-from leap_stream.eligibility import Eligibility, EligibilityRules
-from leap_stream.ranking import Ranking
+from leap_stream.core.catalog import Catalog
+from leap_stream.core.eligibility import Eligibility, EligibilityRules
+from leap_stream.core.ranking import Ranking
+from leap_stream.data import codec
 
 __all__ = ["CHECKS", "CONTRACT_STREAM", "Predictor", "PredictorFactory"]
 

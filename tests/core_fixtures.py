@@ -6,7 +6,7 @@ functions too, so the contract suite (``core_contract.py``) can use them without
 Fixtures
 --------
 hw_catalog
-    Session-scoped packaged catalog (:func:`leap_stream.catalog.default_catalog`).
+    Session-scoped packaged catalog (:func:`leap_stream.core.catalog.default_catalog`).
 tiny_history
     Writes :data:`TINY_EVENTS` as ``history.parquet`` and :data:`TINY_ORACLE` as
     ``oracle.parquet`` into the test's ``tmp_path``; returns a :class:`TinyHistory`.
@@ -31,8 +31,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from leap_stream.catalog import Catalog, default_catalog
-from leap_stream.history import events_to_table, write_history, write_oracle
+from leap_stream.core.catalog import Catalog, default_catalog
+from leap_stream.data.history import events_to_table, write_history, write_oracle
 
 __all__ = [
     "T0",

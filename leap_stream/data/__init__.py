@@ -1,7 +1,7 @@
-"""Data files shipped with leap-stream: ``catalog.toml``, the accelerator catalog.
+"""The data edges: where events enter and leave as bytes and files.
 
-Read them through :mod:`importlib.resources` (``leap_stream.catalog.load_catalog`` does), so
-they are found inside an installed wheel as well as in a source checkout.
+``codec`` (Avro single-object encoding of ``schemas/``), ``history`` (history and oracle files),
+``importers`` (public benchmark results as histories) and ``fleet`` (the synthetic fleet).
 """
 
 __all__: list[str] = []

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from kafka_fixtures import TopicFactory, produce, read_topic
 
-from leap_stream.catalog import default_catalog
-from leap_stream.codec import MARKER, decode, encode
 from leap_stream.core import LeapCore
+from leap_stream.core.catalog import default_catalog
+from leap_stream.data.codec import MARKER, decode, encode
 
 pytestmark = pytest.mark.integration
 

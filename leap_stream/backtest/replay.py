@@ -1,0 +1,343 @@
+"""The replay backtester: a history through the very same core, in-process, with no broker.
+
+Prequential: each attempt is ranked at its submission by a model that has learned only from
+attempts completed before it; when the attempt completes it is scored first (its submission-time
+prediction against what it measured) and only then learned from. With an oracle (the true
+throughput of every attempt on every hardware type) the ranking's decisions are scored too:
+what following it would have cost against the user's request and the lookup table.
+
+It streams the history and the oracle batch by batch, and forgets lineages idle for 60 days:
+memory holds the attempts in flight, the recent lineages and the model, plus the backtest's own
+per-attempt rows (about 50 bytes each, for the median errors).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from collections import Counter, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from leap_stream.backtest.metrics import AttemptOutcome, Backtest
+from leap_stream.backtest.report import write_report
+from leap_stream.core import LeapCore, LookupRanker
+from leap_stream.core.catalog import Catalog
+from leap_stream.core.ranking import Ranking
+from leap_stream.data.history import iter_events, read_oracle_batches
+
+__all__ = ["OracleError", "OracleStream", "replay"]
+
+# Pairwise order accuracy looks at every pair of eligible candidates (~1,000 for 46 types):
+# scoring one attempt in PAIRWISE_EVERY keeps it cheap and still counts millions of pairs.
+PAIRWISE_EVERY = 10
+
+
+class OracleError(ValueError):
+    """The oracle does not line up with the history (order, job ids, hardware names)."""
+
+
+class OracleStream:
+    """The oracle as one vector per job (catalog order, NaN = cannot run), in submission order."""
+
+    def __init__(self, path: Path, catalog_index: dict[str, int], batch_rows: int = 1 << 18):
+        self.path = path
+        self.index = catalog_index
+        self.n_hw = len(catalog_index)
+        self._batches = read_oracle_batches(path, batch_rows)
+        self._queue: deque[tuple[str, np.ndarray]] = deque()
+        self._carry: pa.Table | None = None
+        self._done = False
+
+    def take(self, job_id: str) -> np.ndarray:
+        """The truth for the next submitted job, which must be ``job_id``."""
+        while not self._queue:
+            if self._done:
+                raise OracleError(f"{self.path}: ended before job {job_id!r}")
+            self._fill()
+        got, vector = self._queue.popleft()
+        if got != job_id:
+            raise OracleError(
+                f"{self.path}: expected job {job_id!r} next (history submission order), "
+                f"found {got!r}"
+            )
+        return vector
+
+    def _fill(self) -> None:
+        table = next(self._batches, None)
+        if table is None:
+            self._done = True
+            table, self._carry = self._carry, None
+            if table is None:
+                return
+        elif self._carry is not None:
+            table = pa.concat_tables([self._carry, table])
+        jobs = table.column("job_id").combine_chunks()
+        n = len(jobs)
+        if n == 0:
+            return
+        starts = np.flatnonzero(np.r_[True, pc.not_equal(jobs[1:], jobs[:-1]).to_numpy(False)])
+        if not self._done:  # the last job may continue in the next batch
+            last = starts[-1]
+            self._carry = table.slice(last)
+            if len(starts) == 1:
+                return
+            table, jobs, starts = table.slice(0, last), jobs.slice(0, last), starts[:-1]
+        hardware = table.column("hardware_type").combine_chunks().dictionary_encode()
+        names = hardware.dictionary.to_pylist()
+        unknown = [name for name in names if name not in self.index]
+        if unknown:
+            raise OracleError(f"{self.path}: hardware types not in the catalog: {unknown[:5]}")
+        lookup = np.array([self.index[name] for name in names], dtype=np.int64)
+        columns = lookup[hardware.indices.to_numpy(zero_copy_only=False)]
+        values = table.column("throughput").to_numpy().astype(float)  # nulls become NaN
+        job_of_row = np.cumsum(np.r_[True, pc.not_equal(jobs[1:], jobs[:-1]).to_numpy(False)]) - 1
+        matrix = np.full((len(starts), self.n_hw), np.nan)
+        matrix[job_of_row, columns] = values
+        for job_id, vector in zip(jobs.take(pa.array(starts)).to_pylist(), matrix, strict=True):
+            self._queue.append((job_id, vector))
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """What the replay keeps of a submission until its attempt completes."""
+
+    job: dict[str, Any]
+    model: Ranking
+    lookup: Ranking
+    positions: np.ndarray  # catalog position of each candidate (-1: not in the catalog)
+    has_eligible: bool
+    truth: np.ndarray | None
+
+
+def _value_for(
+    ranking: Ranking, hardware: str
+) -> tuple[float | None, float | None, float | None, str | None]:
+    try:
+        i = ranking.hardware.index(hardware)
+    except ValueError:
+        return None, None, None, None
+    value = ranking.predicted[i]
+    if not np.isfinite(value):
+        return None, None, None, str(ranking.source[i])
+    return float(value), float(ranking.lower[i]), float(ranking.upper[i]), str(ranking.source[i])
+
+
+class _Decisions:
+    """Scores rankings against the oracle: what following each policy would have cost."""
+
+    def __init__(self, core: LeapCore) -> None:
+        self.index = core.hw.index
+        self.price = core.hw.price_per_device_hour
+        self.counter = 0
+
+    def costs(self, flight: _InFlight, completed: dict[str, Any]) -> dict[str, Any]:
+        truth = flight.truth
+        job = flight.job
+        samples = float(completed["steps"]) * float(job["global_batch_size"])
+        # USD to process the attempt's samples on each hardware type at its true throughput
+        # (truth is positive or NaN: no division guard needed)
+        cost = samples * job["num_devices"] * self.price / (3600.0 * truth)
+        positions = flight.positions
+        known = positions >= 0
+        true_cost = np.where(known, cost[np.where(known, positions, 0)], np.nan)
+        runnable = np.isfinite(true_cost) & flight.model.eligible
+        if not runnable.any():
+            return {}
+        candidates = positions[runnable]
+        fallback = job.get("requested_hardware") or completed["hardware_type"]
+
+        p_fallback = self.index.get(fallback, -1)
+
+        def pick(ranking: Ranking) -> float | None:
+            # an abstention, or a top pick that cannot run after all, falls back to what the
+            # user asked for: the scheduler's behaviour without leap-stream
+            p = -1 if ranking.abstained else int(positions[ranking.order[0]])
+            if p < 0 or not np.isfinite(cost[p]):
+                p = p_fallback
+            return float(cost[p]) if p >= 0 and np.isfinite(cost[p]) else None
+
+        requested = job.get("requested_hardware")
+        p_req = self.index.get(requested, -1) if requested else -1
+        out: dict[str, Any] = {
+            "cost_model": pick(flight.model),
+            "cost_lookup": pick(flight.lookup),
+            "cost_requested": float(cost[p_req])
+            if p_req >= 0 and np.isfinite(cost[p_req])
+            else None,
+            "cost_best": float(cost[candidates].min()),
+        }
+        self.counter += 1
+        if self.counter % PAIRWISE_EVERY == 0 and len(candidates) > 1:
+            predicted = flight.model.cost_per_1k[runnable]
+            true = true_cost[runnable]
+            dp = np.sign(predicted[:, None] - predicted[None, :])
+            dt = np.sign(true[:, None] - true[None, :])
+            upper = np.triu(np.ones_like(dp, dtype=bool), 1) & (dt != 0)
+            out["pairwise_correct"] = int(np.count_nonzero((dp == dt) & upper))
+            out["pairwise_total"] = int(np.count_nonzero(upper))
+        return out
+
+
+def _events_with_progress(
+    history: Path, batch_rows: int, progress: bool
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    events = iter_events(history, batch_rows)
+    if not progress:
+        yield from events
+        return
+    total = pq.ParquetFile(history).metadata.num_rows if history.suffix == ".parquet" else None
+    columns = [TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
+    with Progress(*columns) as bar:
+        task = bar.add_task("replay", total=total)
+        for count, item in enumerate(events, 1):
+            yield item
+            if count % 20_000 == 0:
+                bar.update(task, completed=count)
+        bar.update(task, completed=count if total is None else total)
+
+
+@contextmanager
+def _quiet_collector() -> Iterator[None]:
+    """The replay holds millions of long-lived objects (lineage priors, attempts in flight) and
+    makes no reference cycles: the cyclic collector's passes over them cost and free nothing."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(200_000, 20, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
+class _Session:
+    """One replay's state: the model, the baseline, the scorer and the attempts in flight."""
+
+    def __init__(self, catalog: Catalog, oracle: Path | None) -> None:
+        self.core = LeapCore(catalog)
+        self.lookup = LookupRanker(catalog)
+        self.backtest = Backtest(interval_level=self.core.intervals.level)
+        self.truths = OracleStream(oracle, self.core.hw.index) if oracle else None
+        self.decisions = _Decisions(self.core)
+        self.in_flight: dict[str, _InFlight] = {}
+        self.counts: Counter[str] = Counter()
+        self.forgotten = 0
+        self._day: date | None = None
+
+    def submitted(self, event: dict[str, Any]) -> None:
+        """Rank a submission with both predictors; keep it until its attempt completes."""
+        core = self.core
+        when = event["event_time"]
+        if when.date() != self._day:  # once a day: forget idle lineages
+            self._day = when.date()
+            self.forgotten += core.evict_idle_lineages(when.timestamp() * 1000.0)
+        check = core.rules.check(event)
+        model_ranking = core.on_submitted(event, check)
+        lookup_ranking = self.lookup.on_submitted(event, check)
+        has_eligible = bool(check.eligible.any())
+        self.backtest.observe_submission(
+            when.date(), has_eligible, not model_ranking.abstained, not lookup_ranking.abstained
+        )
+        truth = self.truths.take(event["job_id"]) if self.truths else None
+        self.in_flight[event["job_id"]] = _InFlight(
+            event, model_ranking, lookup_ranking, check.positions, has_eligible, truth
+        )
+
+    def completed(self, event: dict[str, Any]) -> None:
+        """Score the attempt first (prequential), then let both predictors learn from it."""
+        flight = self.in_flight.pop(event["job_id"], None)
+        if flight is not None:
+            self.backtest.observe(_outcome(flight, event, self.decisions))
+        self.core.on_completed(event)
+        self.lookup.on_completed(event)
+
+
+def replay(
+    history: Path,
+    out_dir: Path,
+    catalog: Catalog,
+    *,
+    oracle: Path | None = None,
+    batch_rows: int = 65_536,
+    progress: bool = True,
+    report: bool = True,
+) -> dict[str, Any]:
+    """Replay ``history`` through the core; write summary.json, daily.csv and report.html."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    session = _Session(catalog, oracle)
+    counts = session.counts
+    began = time.perf_counter()
+    with _quiet_collector():
+        for kind, event in _events_with_progress(history, batch_rows, progress):
+            counts[kind] += 1
+            if kind == "submitted":
+                session.submitted(event)
+            else:
+                session.completed(event)
+    elapsed = time.perf_counter() - began
+
+    counts["unmatched_completions"] = session.core.unmatched_completions
+    counts["never_completed"] = len(session.in_flight)
+    backtest = session.backtest
+    summary = backtest.summary(dict(counts), events_per_second=_rate(counts, elapsed))
+    summary["state"] = {
+        "lineages_kept": len(session.core.priors),
+        "lineages_forgotten": session.forgotten,
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    backtest.daily().to_csv(out_dir / "daily.csv", index=False)
+    if report:
+        write_report(
+            out_dir / "report.html",
+            summary,
+            backtest.daily(),
+            backtest.by_hardware(),
+            backtest.by_family(),
+            backtest.calibration(),
+            title=f"leap-stream backtest: {history.name}",
+        )
+    return summary
+
+
+def _rate(counts: Counter[str], elapsed: float) -> float:
+    events = counts["submitted"] + counts["completed"]
+    return events / elapsed if elapsed > 0 else 0.0
+
+
+def _outcome(flight: _InFlight, completed: dict[str, Any], decisions: _Decisions) -> AttemptOutcome:
+    job = flight.job
+    hardware = completed["hardware_type"]
+    predicted, lower, upper, source = _value_for(flight.model, hardware)
+    lookup_predicted = _value_for(flight.lookup, hardware)[0]
+    hours = (completed["event_time"] - job["event_time"]).total_seconds() / 3600.0
+    actual = completed.get("throughput") if completed["status"] == "succeeded" else None
+    extra = decisions.costs(flight, completed) if flight.truth is not None else {}
+    return AttemptOutcome(
+        day=job["event_time"].date(),
+        family=job["model_family"],
+        hardware=hardware,
+        status=completed["status"],
+        actual=actual,
+        model_predicted=predicted,
+        model_lower=lower,
+        model_upper=upper,
+        model_source=source,
+        lookup_predicted=lookup_predicted,
+        has_eligible=flight.has_eligible,
+        model_ranked=not flight.model.abstained,
+        lookup_ranked=not flight.lookup.abstained,
+        device_hours=max(hours, 0.0) * completed["num_devices"],
+        **extra,
+    )

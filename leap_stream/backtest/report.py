@@ -1,0 +1,554 @@
+"""The backtest report: one self-contained HTML page a fleet operator can read.
+
+A headline table of the summary (model against the lookup-table baseline), a table of decision
+figures when the replay had an oracle, then plots, each a PNG embedded as a base64 ``data:`` URI
+(no external file, script, font or link) with a caption saying how to read it. Figures are drawn
+on matplotlib's Agg canvas directly, so no pyplot state or GUI backend is involved.
+``docs/metrics.md`` explains every figure.
+
+>>> import tempfile
+>>> from datetime import date
+>>> from pathlib import Path
+>>> from leap_stream.backtest.metrics import AttemptOutcome, Backtest
+>>> bt = Backtest()
+>>> bt.observe_submission(date(2025, 1, 1), True, True, True)
+>>> bt.observe(AttemptOutcome(date(2025, 1, 1), "cnn", "MI300X", "succeeded", 105.0, 100.0,
+...                           90.0, 110.0, "model", 120.0, True, True, True, 8.0))
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     page = Path(tmp) / "report.html"
+...     write_report(page, bt.summary({"submitted": 1}, 1.0), bt.daily(), bt.by_hardware(),
+...                  bt.by_family(), bt.calibration())
+...     html = page.read_text()
+>>> html.count("<img ")  # five plots: without an oracle there is no cost plot
+5
+>>> "<td>Within 10%</td><td>100.0%</td><td>0.0%</td>" in html  # 105 vs 100; 120 vs 100
+True
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.dates as mdates
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
+
+__all__ = ["write_report"]
+
+MODEL_COLOR = "#1f77b4"
+LOOKUP_COLOR = "#ff7f0e"
+EXTRA_COLOR = "#7f7f7f"
+# Daily shares are noisy on quiet days; past this many days a 7-day rolling mean is drawn over
+# the faint daily line so the trend reads at a glance.
+_SMOOTH_AFTER_DAYS = 28
+_WINDOW = 7
+_DPI = 100
+_DASH = "—"
+
+_CSS = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
+       max-width: 1000px; color: #222; line-height: 1.4; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.6em; font-size: 1.25em; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.95em; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.3em 0.8em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+td.note { text-align: left; color: #666; font-size: 0.9em; }
+thead th { background: #f4f4f4; }
+figure { margin: 1.2em 0; } figure img { max-width: 100%; }
+figcaption { color: #444; font-size: 0.92em; max-width: 900px; }
+p.muted { color: #666; }
+"""
+
+
+def write_report(
+    path: Path,
+    summary: Mapping[str, Any],
+    daily: pd.DataFrame,
+    by_hardware: pd.DataFrame,
+    by_family: pd.DataFrame,
+    calibration: pd.DataFrame,
+    title: str = "leap-stream backtest",
+) -> None:
+    """Write the backtest report as one self-contained HTML file.
+
+    Parameters
+    ----------
+    path
+        Where to write the page (its parent directory must exist).
+    summary
+        :meth:`leap_stream.backtest.metrics.Backtest.summary`.
+    daily, by_hardware, by_family, calibration
+        The matching :class:`~leap_stream.backtest.metrics.Backtest` tables.
+    title
+        The page's heading.
+
+    Examples
+    --------
+    See the module docstring.
+    """
+    sections = [
+        f"<h1>{html.escape(title)}</h1>",
+        f'<p class="muted">{_run_line(summary)}</p>',
+        "<h2>Headline figures</h2>",
+        _headline_table(summary),
+    ]
+    if "decisions" in summary:
+        sections += ["<h2>Decisions (scored with the oracle's true throughput)</h2>"]
+        sections += [_decisions_table(summary["decisions"])]
+    sections.append("<h2>Plots</h2>")
+    nominal = summary.get("intervals", {}).get("nominal", math.nan)
+    plots: list[tuple[str, Callable[[], Figure | None], str]] = [
+        ("Accuracy over time", lambda: _accuracy_plot(daily), _ACCURACY_CAPTION),
+        ("Coverage over time", lambda: _coverage_plot(daily), _COVERAGE_CAPTION),
+        (
+            "Interval calibration",
+            lambda: _calibration_plot(calibration, nominal),
+            _CALIBRATION_CAPTION,
+        ),
+        (
+            "Error by hardware type",
+            lambda: _breakdown_plot(by_hardware, "hardware"),
+            _HARDWARE_CAPTION,
+        ),
+        ("Error by model family", lambda: _breakdown_plot(by_family, "family"), _FAMILY_CAPTION),
+    ]
+    if "decisions" in summary:
+        plots.append(("Cost savings over time", lambda: _savings_plot(daily), _SAVINGS_CAPTION))
+    for heading, draw, caption in plots:
+        sections.append(f"<h3>{heading}</h3>")
+        figure = draw()
+        if figure is None:
+            sections.append('<p class="muted">Nothing to plot: no attempt has these figures.</p>')
+            continue
+        alt = html.escape(heading, quote=True)
+        sections.append(
+            f'<figure><img alt="{alt}" src="data:image/png;base64,{_png(figure)}">'
+            f"<figcaption>{caption}</figcaption></figure>"
+        )
+    page = (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(sections)
+        + "\n</body>\n</html>\n"
+    )
+    Path(path).write_text(page, encoding="utf-8")
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return _DASH
+    return f"{100.0 * value:.{digits}f}%"
+
+
+def _signed_pct(value: float | None) -> str:
+    return _DASH if value is None else f"{100.0 * value:+.1f}%".replace("-", "−")
+
+
+def _count(value: int | None) -> str:
+    return _DASH if value is None else f"{value:,}"
+
+
+def _run_line(summary: Mapping[str, Any]) -> str:
+    events = summary.get("events", {})
+    parts = [f"{_count(v)} {html.escape(str(k))} events" for k, v in events.items()]
+    parts += [
+        f"{_count(summary.get('submissions'))} submissions",
+        f"{_count(summary.get('attempts'))} completed attempts",
+        f"{_count(summary.get('succeeded'))} succeeded",
+        f"replayed at {summary.get('events_per_second', 0):,.0f} events/s",
+    ]
+    return " · ".join(parts)
+
+
+def _row(label: str, model: str, lookup: str, note: str) -> str:
+    return f'<tr><td>{label}</td><td>{model}</td><td>{lookup}</td><td class="note">{note}</td></tr>'
+
+
+def _headline_table(s: Mapping[str, Any]) -> str:
+    acc = s["accuracy"]
+    lookup = s["baselines"]["lookup"]
+    lacc = lookup["accuracy"]
+    cmp_ = lookup["comparison"]
+    iv = s["intervals"]
+    advantage = cmp_["advantage_abstain_as_miss_points"]
+    rows = [
+        _row(
+            "Coverage",
+            _pct(s["coverage"]),
+            _pct(lookup["coverage"]),
+            "submissions with an eligible candidate that got a ranking",
+        ),
+        _row(
+            "Coverage, GPU-hour weighted",
+            _pct(s["coverage_gpu_hours"]),
+            _pct(lookup["coverage_gpu_hours"]),
+            "the same, each completed attempt weighted by its device-hours",
+        ),
+        _row(
+            "Within 10%",
+            _pct(acc["within_10pct"]),
+            _pct(lacc["within_10pct"]),
+            f"succeeded attempts each predicted (n = {_count(acc['n'])} model, "
+            f"{_count(lacc['n'])} lookup): |predicted − actual| ≤ 10% of actual",
+        ),
+        _row(
+            "Within 20%",
+            _pct(acc["within_20pct"]),
+            _pct(lacc["within_20pct"]),
+            "as above, 20% band",
+        ),
+        _row(
+            "Within 10%, abstention = miss",
+            _pct(acc["within_10pct_abstain_as_miss"]),
+            _pct(lookup["within_10pct_abstain_as_miss"]),
+            "over all measured successes; no prediction counts as a miss",
+        ),
+        _row(
+            "Median absolute % error (MdAPE)",
+            _pct(acc["mdape"]),
+            _pct(lacc["mdape"]),
+            "half of the predictions are closer than this",
+        ),
+        _row(
+            "Mean absolute % error (MAPE)",
+            _pct(acc["mape"]),
+            _pct(lacc["mape"]),
+            "pulled up by a few large misses",
+        ),
+        _row(
+            "Median signed error",
+            _signed_pct(acc["median_signed_error"]),
+            _signed_pct(lacc["median_signed_error"]),
+            "+ over-predicts, − under-predicts",
+        ),
+        _row(
+            "Within 10%, both predicted",
+            _pct(cmp_["model_within_10pct"]),
+            _pct(cmp_["lookup_within_10pct"]),
+            f"the {_count(cmp_['n'])} attempts both predicted: a like-for-like comparison",
+        ),
+        _row(
+            "Advantage, abstention = miss",
+            _DASH if advantage is None else f"{advantage:+.1f} pts".replace("-", "−"),
+            _DASH,
+            "model minus lookup within-10% share, percentage points",
+        ),
+        _row(
+            f"Interval coverage (nominal {_pct(iv['nominal'], 0)})",
+            _pct(iv["coverage"]),
+            _DASH,
+            f"measured throughput inside the model's interval (n = {_count(iv['n'])})",
+        ),
+        _row(
+            "Median interval width",
+            _pct(iv["median_relative_width"]),
+            _DASH,
+            "(upper − lower) / predicted: narrower is more useful, if coverage holds",
+        ),
+    ]
+    head = "<thead><tr><th>Figure</th><th>Model</th><th>Lookup table</th><th></th></tr></thead>"
+    return f"<table>{head}<tbody>{''.join(rows)}</tbody></table>"
+
+
+def _decisions_table(d: Mapping[str, Any]) -> str:
+    head = (
+        "<thead><tr><th>Figure</th><th>Model</th><th>Lookup table</th>"
+        "<th>User's request</th><th></th></tr></thead>"
+    )
+
+    def row(label: str, a: str, b: str, c: str, note: str) -> str:
+        return (
+            f"<tr><td>{label}</td><td>{a}</td><td>{b}</td><td>{c}</td>"
+            f'<td class="note">{note}</td></tr>'
+        )
+
+    rows = [
+        row(
+            "Top-1 regret",
+            _pct(d["top1_regret"]),
+            _pct(d["lookup_top1_regret"]),
+            _pct(d["requested_regret"]),
+            "mean extra cost of the pick over the truly cheapest eligible hardware "
+            f"(n = {_count(d['n'])})",
+        ),
+        row(
+            "Savings vs the user's request",
+            _pct(d["savings_vs_requested"]),
+            _DASH,
+            _DASH,
+            f"1 − model cost / requested cost, summed (n = {_count(d['n_vs_requested'])})",
+        ),
+        row(
+            "Savings vs the lookup table",
+            _pct(d["savings_vs_lookup"]),
+            _DASH,
+            _DASH,
+            f"1 − model cost / lookup cost, summed (n = {_count(d['n_vs_lookup'])})",
+        ),
+        row(
+            "Pairwise order accuracy",
+            _pct(d["pairwise_order_accuracy"]),
+            _DASH,
+            _DASH,
+            f"candidate pairs ranked in their true cost order "
+            f"({_count(d['pairwise_total'])} pairs)",
+        ),
+    ]
+    return f"<table>{head}<tbody>{''.join(rows)}</tbody></table>"
+
+
+# -- plots -------------------------------------------------------------------------------------
+
+_ACCURACY_CAPTION = (
+    "Share of each day's succeeded attempts whose predicted throughput was within 10% of the "
+    "measured one (higher is better), by submission day. Blue: the model, over the attempts it "
+    "predicted. Orange: the lookup table, over the attempts it predicted. Dashed orange: the "
+    "lookup table with its abstentions counted as misses, the fair comparison when it often "
+    "has nothing to say. Faint lines are daily values; bold ones their 7-day rolling mean."
+)
+_COVERAGE_CAPTION = (
+    "Share of each day's submissions with at least one eligible candidate that got a ranking "
+    "(higher is better). The model ranks as soon as it can predict; the lookup table only "
+    "where it has seen the same model type on the hardware before, so it rises as the fleet's "
+    "history fills in."
+)
+_CALIBRATION_CAPTION = (
+    "Are the prediction intervals honest? Left: per day, the share of succeeded attempts whose "
+    "measured throughput fell inside the model's interval; right: the same per prediction "
+    "source over the whole replay. The dashed line is the nominal level: above it the "
+    "intervals are too wide (cautious), below it too narrow (over-confident)."
+)
+_HARDWARE_CAPTION = (
+    "Median absolute percentage error per hardware type the attempts ran on (shorter is "
+    "better), model against lookup table, with the number of succeeded attempts. A missing bar "
+    "means that policy never predicted for that type. Types with few attempts are noisy."
+)
+_FAMILY_CAPTION = (
+    "The same per model family: where the model has learned the workload well, and where it "
+    "still leans on cold-start guesses."
+)
+_SAVINGS_CAPTION = (
+    "Cost of running each day's attempts on the model's top pick, scored with the true "
+    "throughput. Savings vs requested: 1 − model cost / cost on the hardware the user asked "
+    "for (above zero: the model saves money). Savings vs lookup: the same against the lookup "
+    "table's pick. Top-1 regret: mean extra cost of the model's pick over the truly cheapest "
+    "eligible hardware (zero is perfect; lower is better)."
+)
+
+
+def _figure(width: float, height: float) -> Figure:
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)  # render with Agg, without pyplot's global state
+    return figure
+
+
+def _png(figure: Figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=_DPI, bbox_inches="tight")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _time_axes(figure: Figure, days: pd.Series, where: Any = None) -> Any:
+    ax = figure.add_subplot() if where is None else figure.add_subplot(where)
+    span = (days.max() - days.min()).days if len(days) else 0
+    # The data is daily: on a short replay, tick whole days (the automatic locator picks hours).
+    if span <= 14:
+        ax.xaxis.set_major_locator(mdates.DayLocator(interval=1 if span <= 7 else 2))
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%d %b"))
+        pad = pd.Timedelta(hours=12)
+        ax.set_xlim(days.min() - pad, days.max() + pad)
+    else:
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=10)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def _legend_above(ax: Any) -> None:
+    """A legend in one row above the axes, where it can never hide a line."""
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=4, fontsize=9, frameon=False)
+
+
+def _lines(
+    ax: Any,
+    daily: pd.DataFrame,
+    series: Sequence[tuple[str, str, str, str]],
+) -> bool:
+    """Draw (column, label, color, linestyle) series; False when every value is missing."""
+    drawn = False
+    smooth = len(daily) > _SMOOTH_AFTER_DAYS
+    for column, label, color, style in series:
+        values = daily[column].astype(float)
+        if values.isna().all():
+            continue
+        drawn = True
+        if smooth:
+            ax.plot(daily["day"], values, color=color, linestyle=style, alpha=0.25, lw=0.8)
+            rolling = values.rolling(_WINDOW, center=True, min_periods=1).mean()
+            ax.plot(daily["day"], rolling, color=color, linestyle=style, lw=2, label=label)
+        else:
+            ax.plot(
+                daily["day"],
+                values,
+                color=color,
+                linestyle=style,
+                marker="o",
+                ms=4,
+                lw=1.5,
+                label=label,
+            )
+    return drawn
+
+
+def _share_plot(
+    daily: pd.DataFrame, series: Sequence[tuple[str, str, str, str]], ylabel: str
+) -> Figure | None:
+    if daily.empty:
+        return None
+    figure = _figure(9.5, 3.6)
+    ax = _time_axes(figure, daily["day"])
+    if not _lines(ax, daily, series):
+        return None
+    ax.set_ylim(0, 1.02)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_ylabel(ylabel)
+    _legend_above(ax)
+    return figure
+
+
+def _accuracy_plot(daily: pd.DataFrame) -> Figure | None:
+    return _share_plot(
+        daily,
+        [
+            ("within_10pct", "model", MODEL_COLOR, "-"),
+            ("lookup_within_10pct", "lookup table", LOOKUP_COLOR, "-"),
+            (
+                "lookup_within_10pct_abstain_as_miss",
+                "lookup table, abstention = miss",
+                LOOKUP_COLOR,
+                "--",
+            ),
+        ],
+        "within 10% of actual",
+    )
+
+
+def _coverage_plot(daily: pd.DataFrame) -> Figure | None:
+    return _share_plot(
+        daily,
+        [
+            ("coverage", "model", MODEL_COLOR, "-"),
+            ("lookup_coverage", "lookup table", LOOKUP_COLOR, "-"),
+        ],
+        "submissions ranked",
+    )
+
+
+def _calibration_plot(calibration: pd.DataFrame, nominal: float) -> Figure | None:
+    if calibration.empty:
+        return None
+    figure = _figure(11, 3.6)
+    grid = figure.add_gridspec(1, 3)
+    ax = _time_axes(figure, calibration["day"], grid[0, :2])
+    overall = calibration[calibration["source"] == "all"].sort_values("day")
+    daily = pd.DataFrame({"day": overall["day"], "coverage": overall["coverage"]})
+    _lines(ax, daily.reset_index(drop=True), [("coverage", "empirical", MODEL_COLOR, "-")])
+    ax.axhline(nominal, color="black", linestyle="--", lw=1, label=f"nominal {nominal:.0%}")
+    ax.set_ylabel("actual inside interval")
+    _legend_above(ax)
+
+    # Points, not bars: a few points off nominal matter, so the axis does not start at zero.
+    dots = figure.add_subplot(grid[0, 2], sharey=ax)
+    per_source = (
+        calibration[calibration["source"] != "all"]
+        .groupby("source", sort=False)[["n", "covered"]]
+        .sum()
+    )
+    shares = (per_source["covered"] / per_source["n"]).to_numpy()
+    positions = np.arange(len(shares))
+    dots.plot(positions, shares, "o", color=MODEL_COLOR, ms=8)
+    for x, share in zip(positions, shares, strict=True):
+        dots.annotate(
+            f"{share:.1%}",
+            (x, share),
+            textcoords="offset points",
+            xytext=(9, -3),
+            ha="left",
+            fontsize=8,
+        )
+    dots.axhline(nominal, color="black", linestyle="--", lw=1)
+    labels = [
+        f"{name}\n(n={n:,})" for name, n in zip(per_source.index, per_source["n"], strict=True)
+    ]
+    dots.set_xticks(positions, labels, fontsize=8)
+    dots.set_xlim(-0.6, len(shares) - 0.4)
+    dots.set_title("by prediction source", fontsize=10)
+    dots.grid(axis="y", alpha=0.3)
+    dots.tick_params(labelleft=False)
+    lowest = float(np.nanmin([*overall["coverage"], *shares, nominal]))
+    ax.set_ylim(max(0.0, math.floor((lowest - 0.05) * 10) / 10), 1.01)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    return figure
+
+
+def _breakdown_plot(table: pd.DataFrame, key: str) -> Figure | None:
+    table = table[(table["model_n"] > 0) | (table["lookup_n"] > 0)]
+    if table.empty:
+        return None
+    k = len(table)
+    figure = _figure(9.5, 1.0 + 0.32 * k)
+    ax = figure.add_subplot()
+    positions = np.arange(k)[::-1]  # most attempts on top
+    height = 0.4
+    ax.barh(positions + height / 2, table["model_mdape"], height, color=MODEL_COLOR, label="model")
+    ax.barh(
+        positions - height / 2,
+        table["lookup_mdape"],
+        height,
+        color=LOOKUP_COLOR,
+        label="lookup table",
+    )
+    labels = [f"{name}  (n={n:,})" for name, n in zip(table[key], table["n"], strict=True)]
+    ax.set_yticks(positions, labels, fontsize=8)
+    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_xlabel("median absolute percentage error (MdAPE)")
+    ax.grid(axis="x", alpha=0.3)
+    _legend_above(ax)
+    ax.set_ylim(-0.7, k - 0.3)
+    return figure
+
+
+def _savings_plot(daily: pd.DataFrame) -> Figure | None:
+    if daily.empty:
+        return None
+    figure = _figure(9.5, 3.6)
+    ax = _time_axes(figure, daily["day"])
+    drawn = _lines(
+        ax,
+        daily,
+        [
+            ("savings_vs_requested", "savings vs requested", MODEL_COLOR, "-"),
+            ("savings_vs_lookup", "savings vs lookup table", LOOKUP_COLOR, "-"),
+            ("top1_regret", "top-1 regret", EXTRA_COLOR, ":"),
+        ],
+    )
+    if not drawn:
+        return None
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_ylabel("share of cost")
+    _legend_above(ax)
+    return figure

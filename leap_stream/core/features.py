@@ -1,0 +1,271 @@
+"""Features of a (submission, hardware type) pair, built from the submission and the catalog.
+
+A pair's features split in two: the job's own (model type, family, precision, sizes: the same
+for every candidate) and the hardware's, seen through the job's family (one-hots of the hardware,
+vendor and precision, and the catalog's figures on a log scale: peak TFLOPS at the job's
+precision, memory bandwidth, the link the job's devices talk over). Numeric features are scaled
+by fixed, documented constants so that plain SGD behaves without an online scaler.
+
+The target is not raw throughput but its log ratio to a roofline baseline, ``log(devices x peak
+FLOP/s / (6 x parameters x tokens per sample))``: what the model learns is then an efficiency
+(MFU-like) correction, and a hardware type it has never seen starts from its spec sheet.
+
+>>> from leap_stream.core.catalog import default_catalog
+>>> from leap_stream.core.hardware import HardwareArrays
+>>> encoder = FeatureEncoder(HardwareArrays.from_catalog(default_catalog()))
+>>> job = encoder.job({"model_type": "llm-7b", "model_family": "dense_llm", "framework": "pytorch",
+...     "precision": "bf16", "param_count": 7_000_000_000, "global_batch_size": 1024,
+...     "seq_len": 4096, "num_devices": 64, "tensor_parallel": 1, "pipeline_parallel": 1})
+>>> pair = encoder.pair(job, encoder.hw.index["H100-SXM"])
+>>> pair["hw=H100-SXM"], pair["type=llm-7b"], "dense_llm:bandwidth_per_flop" in pair
+(1.0, 1.0, True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from leap_stream.core.events import PRECISIONS
+from leap_stream.core.hardware import HardwareArrays
+
+__all__ = ["ASSUMED_MFU", "FeatureEncoder", "JobFeatures"]
+
+# The utilisation the communication estimate assumes for compute: only the ratio matters, and
+# the model learns how far off it is per family and model type.
+ASSUMED_MFU = 0.4
+COMMUNICATION_OFFSETS = (0.0, 3.0, 6.0)
+MEMORY_KNEES = (-1.5, 0.0, 1.5)
+# Row positions in FeatureEncoder.numeric (they follow the numeric names' order).
+_COMMUNICATION = slice(1, 1 + len(COMMUNICATION_OFFSETS))
+_TYPE_COMMUNICATION = 1 + len(COMMUNICATION_OFFSETS) + len(MEMORY_KNEES) + 3
+_PEAK_OVER_LINK = _TYPE_COMMUNICATION + 1
+_OFFSETS = np.array(COMMUNICATION_OFFSETS)[:, None]
+
+_ONES = (1.0,) * 6  # the six one-hots of a pair (see FeatureEncoder.onehot_keys)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFeatures:
+    """One submission's features, shared by all of its candidates."""
+
+    key: tuple[str, str, str, str]  # (family, model type, precision, framework)
+    shared_names: tuple[str, ...]  # the job's own features ...
+    shared_values: np.ndarray  # ... and their values
+    numeric_names: tuple[str, ...]  # per-hardware numeric features (see FeatureEncoder.numeric)
+    family: str
+    framework: str
+    precision: str
+    precision_index: int
+    num_devices: int
+    log_devices: float  # scaled
+    log_work: float  # log(6 x parameters x tokens per sample)
+    log_comm_over_work: float  # log(all-reduce bytes per device / FLOPs per device per step)
+
+    @property
+    def shared(self) -> dict[str, float]:
+        """The job's own features as a dict."""
+        return dict(zip(self.shared_names, self.shared_values.tolist(), strict=True))
+
+
+class FeatureEncoder:
+    """Builds feature dicts (for river) and the same features as arrays (for batch scoring)."""
+
+    def __init__(self, hw: HardwareArrays) -> None:
+        self.hw = hw
+        self.names = hw.names.tolist()
+        self.vendors = [str(v) for v in hw.vendor_names]
+        # natural logs of the spec sheet: peak FLOP/s (one row per precision), bytes/s
+        log_peak = np.log(np.maximum(hw.peak_tflops, 1e-3) * 1e12)
+        self.log_peak_by_precision = np.ascontiguousarray(log_peak.T)
+        self.log_bandwidth = np.log(np.maximum(hw.memory_bw_tbps, 1e-6) * 1e12)
+        self.log_interconnect = np.log(np.maximum(hw.interconnect_gbps, 1e-6) * 1e9)
+        self.log_scale_out = np.log(np.maximum(hw.scale_out_gbps, 1e-6) * 1e9)
+        # Numeric features are log ratios to the peak, centred on the catalog's median part, so
+        # a slope of 0 means "compute-bound" and 1 means "bound by that resource instead".
+        bf16 = self.log_peak_by_precision[PRECISIONS.index("bf16")]
+        self.centre_bandwidth = float(np.median(self.log_bandwidth - bf16))
+        self.centre_peak = float(np.median(bf16))
+        self._onehot_cache: dict[tuple[str, str, str, str], list[tuple[str, ...]]] = {}
+        self._numeric_cache: dict[tuple[int, int], np.ndarray] = {}
+        self._pair_cache: dict[tuple[tuple[str, str, str, str], int], tuple[str, ...]] = {}
+        self._name_cache: dict[
+            tuple[str, str, str, str], tuple[tuple[str, ...], tuple[str, ...]]
+        ] = {}
+
+    def _names(self, key: tuple[str, str, str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        names = self._name_cache.get(key)
+        if names is None:
+            family, model_type, precision, framework = key
+            shared = (
+                f"family={family}",
+                f"type={model_type}",
+                f"precision={precision}",
+                f"framework={framework}",
+                f"{family}:log_params",
+                f"{family}:log_batch_per_device",
+                f"{family}:log_devices",
+                f"{family}:log_seq",
+                f"{family}:log_tp",
+                f"{family}:log_pp",
+            )
+            # How throughput follows the hardware's figures differs by family, and within a
+            # family by model type (compute-, memory- or communication-bound): slopes for each.
+            numeric = (
+                f"{family}:bandwidth_per_flop",
+                *(f"{family}:communication/{k}" for k in COMMUNICATION_OFFSETS),
+                *(f"{family}:memory/{k}" for k in MEMORY_KNEES),
+                f"{family}:multi_node",
+                f"{family}:log_peak",
+                f"type={model_type}:bandwidth_per_flop",
+                f"type={model_type}:communication",
+            )
+            names = self._name_cache[key] = (shared, numeric)
+        return names
+
+    def job(self, job: dict[str, Any]) -> JobFeatures:
+        """The shared part of a JobSubmitted record's features."""
+        family, framework, precision = job["model_family"], job["framework"], job["precision"]
+        key = (family, job["model_type"], precision, framework)
+        shared_names, numeric_names = self._names(key)
+        params = float(job["param_count"])
+        batch = float(job["global_batch_size"])
+        devices = int(job["num_devices"])
+        seq = job.get("seq_len") or 0
+        log_devices = math.log2(devices) / 5.0
+        log_work = math.log(6.0 * params * max(seq, 1))
+        shards = max(int(job["tensor_parallel"]), 1) * max(int(job["pipeline_parallel"]), 1)
+        replicas = max(devices / shards, 1.0)
+        # ring all-reduce of 16-bit gradients: 2 (r - 1) / r x 2 bytes x parameters per shard
+        allreduce = 4.0 * (replicas - 1.0) / replicas * params / shards
+        log_comm_over_work = (
+            math.log(allreduce) - (log_work + math.log(batch / devices)) if allreduce > 0 else -50.0
+        )
+        values = np.array(
+            [
+                1.0,
+                1.0,
+                1.0,
+                1.0,
+                (math.log10(params) - 9.0) / 1.5,
+                (math.log2(batch / devices) - 5.0) / 4.0,
+                log_devices,
+                math.log2(seq) / 13.0 if seq else 0.0,
+                math.log2(max(int(job["tensor_parallel"]), 1)) / 3.0,
+                math.log2(max(int(job["pipeline_parallel"]), 1)) / 3.0,
+            ]
+        )
+        return JobFeatures(
+            key=key,
+            shared_names=shared_names,
+            shared_values=values,
+            numeric_names=numeric_names,
+            family=family,
+            framework=framework,
+            precision=precision,
+            precision_index=PRECISIONS.index(precision) if precision in PRECISIONS else 0,
+            num_devices=devices,
+            log_devices=log_devices,
+            log_work=log_work,
+            log_comm_over_work=log_comm_over_work,
+        )
+
+    def onehot_keys(self, job: JobFeatures) -> list[tuple[str, ...]]:
+        """Per hardware type (catalog order), the names of its one-hot features for this job.
+
+        From the general to the specific: the hardware; the hardware for this family and for
+        this precision; the vendor for this family and framework (what a new type of a known
+        vendor starts from); and the hardware for this very model type, which learns what no
+        spec sheet says once the type is common.
+        """
+        keys = self._onehot_cache.get(job.key)
+        if keys is None:
+            fam, model_type, prec, fw = job.key
+            keys = [
+                (
+                    f"hw={h}",
+                    f"hw={h}|{fam}",
+                    f"hw={h}|{prec}",
+                    f"vendor={v}|{fam}",
+                    f"vendor={v}|{fw}",
+                    f"hw={h}|type={model_type}",
+                )
+                for h, v in zip(self.names, self.vendors, strict=True)
+            ]
+            self._onehot_cache[job.key] = keys
+        return keys
+
+    def numeric(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
+        """Per-hardware numeric features (rows: ``job.numeric_names``; columns: ``positions``,
+        or every catalog type when None)."""
+        key = (job.precision_index, job.num_devices)
+        table = self._numeric_cache.get(key)
+        if table is None:
+            table = self._numeric_cache[key] = self._numeric_table(job)
+        features = table.copy() if positions is None else table[:, positions]
+        # Gradient all-reduce time over compute time by the textbook estimate, as
+        # log(1 + ratio): the share of a step spent talking rather than computing. FLOPs per
+        # sample are unknown for families without a sequence length, so the ratio is only known
+        # up to a factor: a few offsets of it let the model find where the knee lies.
+        log_ratio = features[_PEAK_OVER_LINK] + job.log_comm_over_work
+        features[_COMMUNICATION] = np.logaddexp(0.0, log_ratio - _OFFSETS)
+        features[_TYPE_COMMUNICATION] = features[_COMMUNICATION.start + 1]
+        return features[:_PEAK_OVER_LINK]
+
+    def _numeric_table(self, job: JobFeatures) -> np.ndarray:
+        """The rows of :meth:`numeric` that depend on precision and device count only; the
+        communication rows are placeholders, and one last row holds log(0.4 peak / link)."""
+        in_node = job.num_devices <= self.hw.devices_per_node
+        log_link = np.where(in_node, self.log_interconnect, self.log_scale_out)
+        log_peak = self.log_peak_by_precision[job.precision_index]
+        bandwidth = self.log_bandwidth - log_peak - self.centre_bandwidth
+        placeholder = np.zeros_like(bandwidth)
+        # Memory-bound past a knee: where the hardware's bandwidth per FLOP falls below what the
+        # job needs (unknown per model type), throughput follows bandwidth, not FLOPs; hinges at
+        # a few points let the model place the knee per family.
+        memory = [np.logaddexp(0.0, -bandwidth - k) for k in MEMORY_KNEES]
+        return np.stack(
+            [
+                bandwidth,
+                *(placeholder for _ in COMMUNICATION_OFFSETS),
+                *memory,
+                ~in_node,
+                log_peak - self.centre_peak,
+                bandwidth,
+                placeholder,
+                log_peak + math.log(ASSUMED_MFU) - log_link,
+            ]
+        )
+
+    def baseline(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
+        """log of the compute roofline: devices x peak FLOP/s / FLOPs per sample."""
+        log_peak = self.log_peak_by_precision[job.precision_index]
+        if positions is not None:
+            log_peak = log_peak[positions]
+        return log_peak + (math.log(job.num_devices) - job.log_work)
+
+    def pair_names(self, job: JobFeatures, position: int) -> tuple[str, ...]:
+        """Feature names of one (job, hardware) pair: shared, one-hots, numeric, devices."""
+        key = (job.key, position)
+        names = self._pair_cache.get(key)
+        if names is None:
+            names = self._pair_cache[key] = (
+                *job.shared_names,
+                *self.onehot_keys(job)[position],
+                *job.numeric_names,
+                f"hw={self.names[position]}:log_devices",
+            )
+        return names
+
+    def pair(self, job: JobFeatures, position: int) -> dict[str, float]:
+        """The full feature dict of one (job, hardware) pair, as river sees it."""
+        values = [
+            *job.shared_values.tolist(),
+            *_ONES,
+            *self.numeric(job, np.array([position]))[:, 0].tolist(),
+            job.log_devices,
+        ]
+        return dict(zip(self.pair_names(job, position), values, strict=True))

@@ -1,0 +1,996 @@
+"""The history table on disk: read, validate and write it as Parquet, CSV or Avro.
+
+The history is one table with one row per event (a JobSubmitted or a JobCompleted), in
+event-time order, with the columns of :data:`leap_stream.core.events.HISTORY_SCHEMA`; the replay
+backtester streams it and users export it (``docs/history-format.md``). The format follows the
+file extension: ``.parquet``, ``.csv`` (also ``.csv.gz``, ``.csv.bz2``, ``.csv.zst``) or
+``.avro`` (an object container file of ``schemas/HistoryRow.avsc`` records, the way Kafka Connect
+sinks archive topics). An optional oracle table (:data:`leap_stream.core.events.ORACLE_SCHEMA`)
+gives the true throughput of every attempt on every hardware type, for counterfactual scoring.
+
+Every batch read or written is cast to the schema and validated with vectorised checks; a file
+that breaks the contract raises :class:`HistoryError` naming the file, the row and the column.
+
+>>> import tempfile
+>>> from datetime import datetime, timezone
+>>> t0 = datetime(2025, 9, 3, 10, 15, tzinfo=timezone.utc)
+>>> submitted = {"event_id": "e1", "event_time": t0, "job_id": "j1", "lineage_id": "l1",
+...     "model_type": "gpt-1.3b", "model_family": "decoder", "framework": "pytorch",
+...     "param_count": 1_300_000_000, "global_batch_size": 512, "seq_len": 2048,
+...     "precision": "bf16", "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1,
+...     "requested_hardware": None, "candidate_hardware": ["h100-80g", "mi300x"]}
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     write_history([events_to_table([("submitted", submitted)])], f"{tmp}/history.csv")
+...     [(kind, event == submitted) for kind, event in iter_events(f"{tmp}/history.csv")]
+1
+[('submitted', True)]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from itertools import islice, repeat
+from pathlib import Path
+from typing import Any, Literal
+
+import fastavro
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from leap_stream.core.events import (
+    COMPLETED_ONLY_COLUMNS,
+    EVENT_TYPES,
+    FRAMEWORKS,
+    HISTORY_SCHEMA,
+    ORACLE_SCHEMA,
+    PRECISIONS,
+    STATUSES,
+    SUBMITTED_ONLY_COLUMNS,
+)
+from leap_stream.data.codec import default_schema_dir
+
+__all__ = [
+    "COMPLETED_FIELDS",
+    "SUBMITTED_FIELDS",
+    "HistoryError",
+    "events_to_table",
+    "iter_events",
+    "iter_oracle",
+    "read_history_batches",
+    "read_oracle_batches",
+    "write_history",
+    "write_oracle",
+]
+
+SUBMITTED_FIELDS: tuple[str, ...] = (
+    "event_id",
+    "event_time",
+    "job_id",
+    "lineage_id",
+    "model_type",
+    "model_family",
+    "framework",
+    "param_count",
+    "global_batch_size",
+    "seq_len",
+    "precision",
+    "num_devices",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "requested_hardware",
+    "candidate_hardware",
+)
+"""The fields of a JobSubmitted record, in schema order: the keys of a submitted event dict."""
+
+COMPLETED_FIELDS: tuple[str, ...] = (
+    "event_id",
+    "event_time",
+    "job_id",
+    "lineage_id",
+    "hardware_type",
+    "num_devices",
+    "status",
+    "throughput",
+    "steps",
+)
+"""The fields of a JobCompleted record, in schema order: the keys of a completed event dict."""
+
+DEFAULT_BATCH_ROWS = 65_536
+
+_Format = Literal["parquet", "csv", "avro"]
+_CSV_COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
+_TIME_HINT = "an ISO-8601 time with a zone offset, like 2025-09-03T10:15:00.123Z"
+# A CSV time is written with millisecond digits (Arrow's %S carries the fraction of the unit).
+_CSV_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_LIST_SEPARATOR = ";"
+
+_ENUMS: dict[str, tuple[str, ...]] = {
+    "event_type": EVENT_TYPES,
+    "precision": PRECISIONS,
+    "framework": FRAMEWORKS,
+    "status": STATUSES,
+}
+_POSITIVE = (
+    "param_count",
+    "global_batch_size",
+    "seq_len",
+    "num_devices",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "throughput",
+)
+# Required on submitted rows; seq_len, requested_hardware and candidate_hardware may be null there.
+_SUBMITTED_REQUIRED = SUBMITTED_ONLY_COLUMNS
+_SUBMITTED_ONLY = (*SUBMITTED_ONLY_COLUMNS, "seq_len", "requested_hardware", "candidate_hardware")
+_COMPLETED_REQUIRED = COMPLETED_ONLY_COLUMNS
+_COMPLETED_ONLY = (*COMPLETED_ONLY_COLUMNS, "throughput")
+_NULL_MESSAGE = "is null; every row needs it"
+_NON_NULL = tuple(f.name for f in HISTORY_SCHEMA if not f.nullable)
+
+# datetime.fromtimestamp(ms / 1000) is 2x faster than epoch + timedelta but only exact to the
+# millisecond while a double still resolves half a microsecond: |seconds| < 2**32 (until 2106).
+_FAST_TIME_LIMIT_MS = 2**32 * 1000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+_ORACLE_AVRO_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "OracleRow",
+    "namespace": "leap.v1",
+    "doc": "True expected throughput of one job attempt on one hardware type (backtests only).",
+    "fields": [
+        {"name": "job_id", "type": "string", "doc": "Attempt id, as in the history."},
+        {"name": "hardware_type", "type": "string", "doc": "A hardware catalog key."},
+        {
+            "name": "throughput",
+            "type": ["null", "double"],
+            "default": None,
+            "doc": "Expected samples per second there; null when the job cannot run there.",
+        },
+    ],
+}
+
+
+class HistoryError(ValueError):
+    """A history or oracle file (or table) that breaks the contract of ``docs/history-format.md``.
+
+    The message names the file, the 0-based data row, the column and what was expected.
+
+    Examples
+    --------
+    >>> raise HistoryError("history.csv row 17, column 'precision': 'bf32' is not one of "
+    ...                    "fp32|bf16|fp16|fp8")
+    Traceback (most recent call last):
+    ...
+    leap_stream.data.history.HistoryError: history.csv row 17, column 'precision': 'bf32' is not ...
+    """
+
+
+def _row_error(name: str, row: int, column: str, what: str) -> HistoryError:
+    return HistoryError(f"{name} row {row}, column {column!r}: {what}")
+
+
+# --------------------------------------------------------------------------------------------
+# Casting raw columns to the schema
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _first_failing(arr: pa.Array, cast: Callable[[pa.Array], object]) -> int | None:
+    """Index of the first element that ``cast`` rejects, by bisection: O(log n) vectorised casts."""
+    lo, hi = 0, len(arr)  # arr[:lo] casts; arr[lo:hi] holds a failure
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            cast(arr.slice(lo, mid - lo))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            hi = mid
+        else:
+            lo = mid
+    try:
+        cast(arr.slice(lo, 1))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return lo
+    return None
+
+
+def _checked_cast(
+    arr: pa.Array, target: pa.DataType, name: str, offset: int, column: str, hint: str = ""
+) -> pa.Array:
+    def cast(a: pa.Array) -> pa.Array:
+        return pc.cast(a, target)
+
+    try:
+        return cast(arr)
+    except pa.ArrowNotImplementedError:
+        raise HistoryError(
+            f"{name}: column {column!r} has type {arr.type}, which cannot be read as {target}"
+        ) from None
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        i = _first_failing(arr, cast)
+        if i is None:
+            raise HistoryError(f"{name}: column {column!r}: {exc}") from None
+        raise _row_error(
+            name, offset + i, column, f"{arr[i].as_py()!r} is not {hint or f'a valid {target}'}"
+        ) from None
+
+
+def _cast_column(
+    col: pa.ChunkedArray | pa.Array, fld: pa.Field, name: str, offset: int
+) -> pa.Array:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    target = fld.type
+    if arr.type.equals(target):
+        return arr
+    if pa.types.is_dictionary(arr.type):  # e.g. pandas categoricals stored in Parquet
+        arr = arr.dictionary_decode()
+    if pa.types.is_list(target) and _is_string(arr.type):
+        # CSV (and hand-made frames) spell a list of strings as one ';'-joined string.
+        arr = pc.split_pattern(arr, _LIST_SEPARATOR)
+    if pa.types.is_timestamp(target):
+        if _is_string(arr.type):
+            # Parse at nanoseconds so that finer digits are truncated below, not rejected.
+            arr = _checked_cast(
+                arr, pa.timestamp("ns", tz="UTC"), name, offset, fld.name, _TIME_HINT
+            )
+        if pa.types.is_timestamp(arr.type):
+            # Events are stamped in milliseconds: drop finer digits; a naive time is read as UTC.
+            return pc.cast(arr, target, safe=False)
+    return _checked_cast(arr, target, name, offset, fld.name)
+
+
+def _conform_columns(raw: pa.Table, schema: pa.Schema, name: str, offset: int) -> pa.Table:
+    """``raw`` cast to ``schema`` (extra columns dropped); missing columns raise."""
+    missing = [n for n in schema.names if n not in raw.column_names]
+    if missing:
+        raise HistoryError(f"{name}: missing required column(s) {', '.join(map(repr, missing))}")
+    for n in schema.names:
+        if len(raw.schema.get_all_field_indices(n)) > 1:
+            raise HistoryError(f"{name}: column {n!r} appears more than once")
+    arrays = [_cast_column(raw.column(f.name), f, name, offset) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _array_from_values(
+    values: list[Any], target: pa.DataType, name: str, offset: int, column: str
+) -> pa.Array:
+    """Python values (an Avro chunk's column, event dicts) as an Arrow array, typed if possible."""
+    try:
+        return pa.array(values, type=target)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        pass
+    try:
+        return pa.array(values)  # inferred; _cast_column then casts it and finds a bad row
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    for i, value in enumerate(values):  # only reached when the column is already broken
+        try:
+            pa.array([value], type=target)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            raise _row_error(
+                name, offset + i, column, f"{value!r} is not a valid {target}"
+            ) from None
+    raise HistoryError(f"{name}: column {column!r} mixes values of incompatible types")
+
+
+# --------------------------------------------------------------------------------------------
+# Vectorised validation
+
+
+@dataclass
+class _Batch:
+    """One cast batch and where it sits in its file, for error messages."""
+
+    table: pa.Table
+    name: str
+    offset: int
+
+    def col(self, column: str) -> pa.ChunkedArray:
+        return self.table.column(column)
+
+    def fail_where(
+        self, mask: pa.ChunkedArray | pa.Array, column: str, what: Callable[[Any], str]
+    ) -> None:
+        """Raise for the first row where ``mask`` is true (null counts as false)."""
+        mask = pc.fill_null(mask, False)
+        if not pc.any(mask).as_py():
+            return
+        i = pc.index(mask, True).as_py()
+        value = self.col(column)[i].as_py()
+        raise _row_error(self.name, self.offset + i, column, what(value))
+
+
+def _to_datetime_exact(ms: int) -> datetime:
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+def _iso(ms: int) -> str:
+    return _to_datetime_exact(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _check_history(batch: _Batch, state: _State) -> None:
+    """Every contract rule of a history batch, vectorised; raises on the first broken rule."""
+    for column in _NON_NULL:
+        batch.fail_where(pc.is_null(batch.col(column)), column, lambda _: _NULL_MESSAGE)
+    _check_enum(batch, "event_type")
+    kind = batch.col("event_type")
+    submitted = pc.equal(kind, "submitted")
+    completed = pc.equal(kind, "completed")
+    # each event type's own columns are required on its rows and null on the other's
+    for rows, other, required, only, name, other_name in (
+        (submitted, completed, _SUBMITTED_REQUIRED, _SUBMITTED_ONLY, "submitted", "completed"),
+        (completed, submitted, _COMPLETED_REQUIRED, _COMPLETED_ONLY, "completed", "submitted"),
+    ):
+        for column in required:
+            batch.fail_where(
+                pc.and_(rows, pc.is_null(batch.col(column))),
+                column,
+                lambda _, name=name: f"is null on a {name} row",
+            )
+        for column in only:
+            batch.fail_where(
+                pc.and_(other, pc.is_valid(batch.col(column))),
+                column,
+                lambda v, name=name, other_name=other_name: (
+                    f"{v!r} is set on a {other_name} row; it belongs to {name} rows only"
+                ),
+            )
+    for column in ("precision", "framework", "status"):
+        _check_enum(batch, column)
+    for column in _POSITIVE:
+        _check_positive(batch, column)
+    batch.fail_where(pc.less(batch.col("steps"), 0), "steps", lambda v: f"{v!r} is negative")
+    status = batch.col("status")
+    batch.fail_where(
+        pc.and_(pc.not_equal(status, "succeeded"), pc.is_valid(batch.col("throughput"))),
+        "throughput",
+        lambda v: (
+            f"{v!r} is set on an attempt that did not succeed; "
+            "throughput is null unless status is 'succeeded'"
+        ),
+    )
+    _check_candidates(batch)
+    _check_time_order(batch, state)
+    _check_unique(batch, "event_id")
+
+
+def _check_enum(batch: _Batch, column: str) -> None:
+    allowed = _ENUMS[column]
+    col = batch.col(column)
+    batch.fail_where(
+        pc.and_(pc.is_valid(col), pc.invert(pc.is_in(col, value_set=pa.array(allowed)))),
+        column,
+        lambda v: f"{v!r} is not one of {'|'.join(allowed)}",
+    )
+
+
+def _check_positive(batch: _Batch, column: str) -> None:
+    col = batch.col(column)
+    bad = pc.invert(pc.greater(col, 0))  # NaN > 0 is false, so NaN is caught here too
+    if pa.types.is_floating(col.type):
+        bad = pc.or_(bad, pc.is_inf(col))
+    batch.fail_where(bad, column, lambda v: f"{v!r} is not a positive (finite) number")
+
+
+def _check_candidates(batch: _Batch) -> None:
+    col = batch.col("candidate_hardware")
+    batch.fail_where(
+        pc.equal(pc.list_value_length(col), 0),
+        "candidate_hardware",
+        lambda _: "is an empty list; use null for 'every type in the catalog'",
+    )
+    items = pc.list_flatten(col)
+    bad_items = pc.fill_null(pc.or_(pc.is_null(items), pc.equal(items, "")), True)
+    if pc.any(bad_items).as_py():
+        parents = pc.list_parent_indices(col)
+        row = parents[pc.index(bad_items, True).as_py()].as_py()
+        value = col[row].as_py()
+        raise _row_error(
+            batch.name, batch.offset + row, "candidate_hardware", f"{value!r} has an empty entry"
+        )
+
+
+def _check_time_order(batch: _Batch, state: _State) -> None:
+    if batch.table.num_rows == 0:
+        return
+    ms = pc.cast(batch.col("event_time"), pa.int64()).to_numpy()
+    earlier = np.flatnonzero(ms[1:] < ms[:-1])
+    if state.last_time is not None and ms[0] < state.last_time:
+        i, previous = 0, state.last_time
+    elif earlier.size:
+        i = int(earlier[0]) + 1
+        previous = int(ms[i - 1])
+    else:
+        state.last_time = int(ms[-1])
+        return
+    raise _row_error(
+        batch.name,
+        batch.offset + i,
+        "event_time",
+        f"{_iso(int(ms[i]))} is earlier than the previous row's {_iso(previous)}; "
+        "rows must be in event-time order",
+    )
+
+
+def _check_unique(batch: _Batch, column: str) -> None:
+    col = batch.col(column)
+    if pc.count_distinct(col).as_py() == len(col):
+        return
+    first_seen: dict[Any, int] = {}
+    for i, value in enumerate(col.to_pylist()):  # only reached when a duplicate exists
+        if value in first_seen:
+            raise _row_error(
+                batch.name,
+                batch.offset + i,
+                column,
+                f"{value!r} repeats row {batch.offset + first_seen[value]}",
+            )
+        first_seen[value] = i
+
+
+def _check_oracle(batch: _Batch, state: _State) -> None:
+    for column in ("job_id", "hardware_type"):
+        batch.fail_where(pc.is_null(batch.col(column)), column, lambda _: _NULL_MESSAGE)
+    _check_positive(batch, "throughput")
+
+
+@dataclass
+class _State:
+    """What validation carries from one batch to the next."""
+
+    last_time: int | None = None
+
+
+@dataclass
+class _Conformer:
+    """Casts successive raw batches of one file to a schema and validates them."""
+
+    name: str
+    schema: pa.Schema
+    check: Callable[[_Batch, _State], None]
+    offset: int = 0
+    state: _State = field(default_factory=_State)
+
+    def __call__(self, raw: pa.Table) -> pa.Table:
+        table = _conform_columns(raw, self.schema, self.name, self.offset)
+        self.check(_Batch(table, self.name, self.offset), self.state)
+        self.offset += table.num_rows
+        return table
+
+
+def _history_conformer(name: str) -> _Conformer:
+    return _Conformer(name, HISTORY_SCHEMA, _check_history)
+
+
+def _oracle_conformer(name: str) -> _Conformer:
+    return _Conformer(name, ORACLE_SCHEMA, _check_oracle)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading raw batches, per format
+
+
+def _format_of(path: Path) -> _Format:
+    suffixes = [s.lower() for s in path.suffixes]
+    last = suffixes[-1] if suffixes else ""
+    if last == ".parquet":
+        return "parquet"
+    if last == ".avro":
+        return "avro"
+    if last == ".csv" or (last in _CSV_COMPRESSIONS and suffixes[-2:-1] == [".csv"]):
+        return "csv"
+    raise HistoryError(
+        f"{path}: unknown format; expected a .parquet, .csv (.csv.gz, .csv.bz2, .csv.zst) "
+        "or .avro file"
+    )
+
+
+def _rebatch(batches: Iterable[pa.RecordBatch], schema: pa.Schema, rows: int) -> Iterator[pa.Table]:
+    """Re-slice record batches of any sizes into tables of exactly ``rows`` rows (last: fewer)."""
+    pending: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        size += batch.num_rows
+        while size >= rows:
+            table = pa.Table.from_batches(pending, schema=schema)
+            yield table.slice(0, rows)
+            rest = table.slice(rows)
+            pending, size = rest.to_batches(), rest.num_rows
+    if size:
+        yield pa.Table.from_batches(pending, schema=schema)
+
+
+def _read_parquet(path: Path, names: list[str], rows: int, name: str) -> Iterator[pa.Table]:
+    pf = pq.ParquetFile(path)
+    present = [n for n in names if n in pf.schema_arrow.names]
+    if len(present) < len(names):  # let _conform_columns name the missing columns
+        yield pf.schema_arrow.empty_table()
+        return
+    schema = pa.schema([pf.schema_arrow.field(n) for n in present])
+    yield from _rebatch(pf.iter_batches(batch_size=rows, columns=present), schema, rows)
+
+
+def _read_csv(path: Path, names: list[str], rows: int, name: str) -> Iterator[pa.Table]:
+    def open_reader(include: list[str] | None) -> pacsv.CSVStreamingReader:
+        # Every column is read as text and cast by _cast_column, so that a bad value is
+        # reported with its row and column (pyarrow's own conversion errors give neither).
+        convert = pacsv.ConvertOptions(
+            column_types={n: pa.string() for n in names},
+            include_columns=include,
+            strings_can_be_null=True,
+            null_values=[""],
+            quoted_strings_can_be_null=True,
+        )
+        return pacsv.open_csv(pa.input_stream(path, compression="detect"), convert_options=convert)
+
+    # The header decides which columns exist; include_columns would fail on a missing one.
+    with open_reader(None) as probe:
+        header = probe.schema.names
+    present = [n for n in names if n in header]
+    if len(present) < len(names):
+        yield pa.table({n: pa.array([], pa.string()) for n in header})
+        return
+    with open_reader(present) as reader:
+        yield from _rebatch(reader, reader.schema, rows)
+
+
+def _read_avro(path: Path, schema: pa.Schema, rows: int, name: str) -> Iterator[pa.Table]:
+    with open(path, "rb") as fo:
+        try:
+            reader = fastavro.reader(fo)
+        except ValueError as exc:
+            raise HistoryError(f"{name}: not an Avro object container file ({exc})") from None
+        writer_schema = reader.writer_schema
+        if not isinstance(writer_schema, dict) or writer_schema.get("type") != "record":
+            raise HistoryError(f"{name}: the Avro schema is not a record schema")
+        fields = {f["name"] for f in writer_schema["fields"]}
+        if not set(schema.names) <= fields:
+            yield pa.table({n: pa.array([], pa.null()) for n in sorted(fields)})
+            return
+        offset = 0
+        while chunk := list(islice(reader, rows)):
+            yield pa.table(
+                {
+                    f.name: _array_from_values(
+                        [record[f.name] for record in chunk], f.type, name, offset, f.name
+                    )
+                    for f in schema
+                }
+            )
+            offset += len(chunk)
+
+
+def _read_conformed(
+    path: str | os.PathLike[str], batch_rows: int, conformer_for: Callable[[str], _Conformer]
+) -> Iterator[pa.Table]:
+    if batch_rows <= 0:
+        raise ValueError(f"batch_rows must be positive, got {batch_rows}")
+    path = Path(path)
+    name = str(path)
+    fmt = _format_of(path)
+    conform = conformer_for(name)
+    if fmt == "parquet":
+        raw = _read_parquet(path, conform.schema.names, batch_rows, name)
+    elif fmt == "csv":
+        raw = _read_csv(path, conform.schema.names, batch_rows, name)
+    else:
+        raw = _read_avro(path, conform.schema, batch_rows, name)
+    while True:
+        try:
+            table = next(raw)
+        except StopIteration:
+            return
+        except pa.ArrowInvalid as exc:  # unreadable file, ragged CSV row, ...
+            raise HistoryError(f"{name}: cannot read: {exc}") from None
+        yield conform(table)
+
+
+def read_history_batches(
+    path: str | os.PathLike[str], batch_rows: int = DEFAULT_BATCH_ROWS
+) -> Iterator[pa.Table]:
+    """Stream a history file as validated tables of ``HISTORY_SCHEMA``, in bounded memory.
+
+    Parameters
+    ----------
+    path
+        A ``.parquet``, ``.csv`` (optionally ``.gz``/``.bz2``/``.zst``) or ``.avro`` file.
+    batch_rows
+        Rows per yielded table (the last one may hold fewer).
+
+    Yields
+    ------
+    pyarrow.Table
+        The next ``batch_rows`` rows, cast to ``HISTORY_SCHEMA`` (extra columns dropped).
+
+    Raises
+    ------
+    HistoryError
+        When the file breaks a rule of ``docs/history-format.md``: the message names the
+        file, the 0-based data row and the column.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> rows = {"event_type": ["completed"], "event_id": ["e2"], "job_id": ["j1"],
+    ...     "event_time": ["2025-09-03T11:00:00.000Z"], "lineage_id": ["l1"], "num_devices": [8],
+    ...     "hardware_type": ["h100-80g"], "status": ["succeeded"], "throughput": [-1.0],
+    ...     "steps": [1000]}
+    >>> rows.update({c: [None] for c in HISTORY_SCHEMA.names if c not in rows})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     pd.DataFrame(rows).to_csv(f"{tmp}/h.csv", index=False)
+    ...     next(read_history_batches(f"{tmp}/h.csv"))
+    Traceback (most recent call last):
+    ...
+    leap_stream.data.history.HistoryError: .../h.csv row 0, column 'throughput': -1.0 is not ...
+    """
+    return _read_conformed(path, batch_rows, _history_conformer)
+
+
+# --------------------------------------------------------------------------------------------
+# Column-wise conversion to event dicts (the replay's hot path)
+
+
+def _pylist(col: pa.ChunkedArray) -> list[Any]:
+    """Python values of a column; times as ``datetime`` in ``timezone.utc`` like fastavro's."""
+    if not pa.types.is_timestamp(col.type):
+        return col.to_pylist()
+    # Arrow's own conversion (3.4 us a value, ZoneInfo tz) is 8x slower than this.
+    ms = pc.cast(col, pa.int64()).to_numpy(zero_copy_only=False)
+    if col.null_count == 0 and (ms.size == 0 or np.abs(ms).max() < _FAST_TIME_LIMIT_MS):
+        from_ts, utc = datetime.fromtimestamp, UTC
+        return [from_ts(v / 1000, utc) for v in ms.tolist()]
+    exact = _to_datetime_exact
+    return [None if v is None else exact(v) for v in pc.cast(col, pa.int64()).to_pylist()]
+
+
+def _dicts(table: pa.Table, fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    columns = [_pylist(table.column(f)) for f in fields]
+    return [dict(zip(fields, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
+def _events_of(table: pa.Table) -> Iterator[tuple[str, dict[str, Any]]]:
+    kind = table.column("event_type")
+    submitted = pc.equal(kind, "submitted")
+    n_submitted = pc.sum(submitted).as_py() or 0
+    if n_submitted == table.num_rows:
+        yield from zip(repeat("submitted"), _dicts(table, SUBMITTED_FIELDS))
+        return
+    if n_submitted == 0:
+        yield from zip(repeat("completed"), _dicts(table, COMPLETED_FIELDS))
+        return
+    # Each event type converts only its own columns; the kinds then interleave them back.
+    subs = iter(_dicts(table.filter(submitted), SUBMITTED_FIELDS))
+    comps = iter(_dicts(table.filter(pc.invert(submitted)), COMPLETED_FIELDS))
+    for k in kind.to_pylist():
+        yield k, next(subs) if k == "submitted" else next(comps)
+
+
+def iter_events(
+    path: str | os.PathLike[str], batch_rows: int = DEFAULT_BATCH_ROWS
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Stream a history file as ``(event_type, event dict)`` pairs in file order.
+
+    Parameters
+    ----------
+    path
+        A history file (see :func:`read_history_batches`).
+    batch_rows
+        Rows converted at a time.
+
+    Yields
+    ------
+    tuple[str, dict]
+        ``("submitted", d)`` with exactly the keys :data:`SUBMITTED_FIELDS` or
+        ``("completed", d)`` with exactly :data:`COMPLETED_FIELDS`: the dicts fastavro decodes
+        for JobSubmitted / JobCompleted (``event_time`` an aware UTC ``datetime``,
+        ``candidate_hardware`` a list or None).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> done = {"event_id": "e2", "event_time": 1_756_894_500_000, "job_id": "j1",
+    ...     "lineage_id": "l1", "hardware_type": "h100-80g", "num_devices": 8,
+    ...     "status": "failed", "throughput": None, "steps": 10}
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = write_history([events_to_table([("completed", done)])], f"{tmp}/h.parquet")
+    ...     kind, event = next(iter_events(f"{tmp}/h.parquet"))
+    >>> kind, event["event_time"].isoformat(), event["status"], list(event) == list(done)
+    ('completed', '2025-09-03T10:15:00+00:00', 'failed', True)
+    """
+    for table in read_history_batches(path, batch_rows):
+        yield from _events_of(table)
+
+
+def events_to_table(events: Iterable[tuple[str, dict[str, Any]]]) -> pa.Table:
+    """Build a validated ``HISTORY_SCHEMA`` table from event pairs: the inverse of iter_events.
+
+    Parameters
+    ----------
+    events
+        ``(event_type, event dict)`` pairs in event-time order; keys a record does not have
+        are ignored, missing keys are null. ``event_time`` may be a ``datetime`` or epoch
+        milliseconds.
+
+    Returns
+    -------
+    pyarrow.Table
+
+    Raises
+    ------
+    HistoryError
+        As for a file, naming ``events`` and the position of the bad event.
+
+    Examples
+    --------
+    >>> events_to_table([("completed", {"event_id": "e1", "event_time": 0, "job_id": "j1",
+    ...     "lineage_id": "l1", "hardware_type": "mi300x", "num_devices": 8,
+    ...     "status": "preempted", "throughput": None, "steps": 0})]).num_rows
+    1
+    """
+    pairs = list(events)
+    name = "events"
+    columns: dict[str, pa.Array] = {}
+    for f in HISTORY_SCHEMA:
+        if f.name == "event_type":
+            values = [kind for kind, _ in pairs]
+        else:
+            values = [event.get(f.name) for _, event in pairs]
+        columns[f.name] = _array_from_values(values, f.type, name, 0, f.name)
+    return _history_conformer(name)(pa.table(columns))
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def _as_table(obj: pa.Table | pa.RecordBatch | pd.DataFrame) -> pa.Table:
+    if isinstance(obj, pa.Table):
+        return obj
+    if isinstance(obj, pa.RecordBatch):
+        return pa.Table.from_batches([obj])
+    if isinstance(obj, pd.DataFrame):
+        return pa.Table.from_pandas(obj, preserve_index=False)
+    raise TypeError(f"expected a pyarrow.Table or pandas.DataFrame, got {type(obj).__name__}")
+
+
+def _csv_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field(f.name, pa.string())
+            if pa.types.is_timestamp(f.type) or pa.types.is_list(f.type)
+            else f
+            for f in schema
+        ]
+    )
+
+
+def _to_csv_table(table: pa.Table, csv_schema: pa.Schema) -> pa.Table:
+    arrays = []
+    for f in table.schema:
+        col = table.column(f.name)
+        if pa.types.is_timestamp(f.type):
+            col = pc.strftime(col, format=_CSV_TIME_FORMAT)
+        elif pa.types.is_list(f.type):
+            col = pc.binary_join(col, _LIST_SEPARATOR)
+        arrays.append(col)
+    return pa.Table.from_arrays(arrays, schema=csv_schema)
+
+
+@cache
+def _history_avro_schema() -> dict[str, Any]:
+    avsc = default_schema_dir() / "HistoryRow.avsc"
+    return fastavro.parse_schema(json.loads(avsc.read_text()))
+
+
+@cache
+def _oracle_avro_schema() -> dict[str, Any]:
+    return fastavro.parse_schema(_ORACLE_AVRO_SCHEMA)
+
+
+def _records(table: pa.Table) -> list[dict[str, Any]]:
+    return _dicts(table, tuple(table.column_names))
+
+
+def _write(
+    tables: Iterable[pa.Table | pd.DataFrame],
+    path: str | os.PathLike[str],
+    conformer_for: Callable[[str], _Conformer],
+    avro_schema: Callable[[], dict[str, Any]],
+) -> int:
+    path = Path(path)
+    fmt = _format_of(path)
+    conform = conformer_for(str(path))
+    schema = conform.schema
+    # Write beside the target and rename at the end: a failed write never leaves a file that
+    # looks complete (or clobbers a good one).
+    tmp = path.with_name(f".{path.name}.partial")
+    conformed = (conform(_as_table(t)) for t in tables)
+    rows = 0
+    try:
+        if fmt == "parquet":
+            with pq.ParquetWriter(tmp, schema) as writer:
+                for table in conformed:
+                    writer.write_table(table)
+                    rows += table.num_rows
+        elif fmt == "csv":
+            csv_schema = _csv_schema(schema)
+            compression = _CSV_COMPRESSIONS.get(path.suffix.lower())
+            # Arrow's "needed" quotes every string: safe for commas in names, and any reader copes.
+            options = pacsv.WriteOptions(quoting_style="needed")
+            with (
+                pa.output_stream(tmp, compression=compression) as sink,
+                pacsv.CSVWriter(sink, csv_schema, write_options=options) as writer,
+            ):
+                for table in conformed:
+                    writer.write_table(_to_csv_table(table, csv_schema))
+                    rows += table.num_rows
+        else:
+
+            def records() -> Iterator[dict[str, Any]]:
+                nonlocal rows
+                for table in conformed:
+                    yield from _records(table)
+                    rows += table.num_rows
+
+            with open(tmp, "wb") as fo:
+                fastavro.writer(fo, avro_schema(), records(), codec="deflate")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return rows
+
+
+def write_history(tables: Iterable[pa.Table | pd.DataFrame], path: str | os.PathLike[str]) -> int:
+    """Write tables (or DataFrames) as one history file, streaming, in the extension's format.
+
+    Each table is cast to ``HISTORY_SCHEMA`` and validated like a file being read (event-time
+    order holds across tables), so what is written always reads back. The file appears only
+    once complete.
+
+    Parameters
+    ----------
+    tables
+        Tables or DataFrames holding at least the ``HISTORY_SCHEMA`` columns (extras dropped).
+        In CSV-like frames ``candidate_hardware`` may be a ``;``-joined string and
+        ``event_time`` an ISO-8601 string.
+    path
+        Target ``.parquet``, ``.csv`` (``.gz``/``.bz2``/``.zst``) or ``.avro`` file.
+
+    Returns
+    -------
+    int
+        Rows written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> table = events_to_table([("completed", {"event_id": "e1", "event_time": 0,
+    ...     "job_id": "j1", "lineage_id": "l1", "hardware_type": "trn1", "num_devices": 16,
+    ...     "status": "succeeded", "throughput": 950.5, "steps": 100})])
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     write_history([table, table.slice(0, 0)], f"{tmp}/h.avro")
+    ...     next(read_history_batches(f"{tmp}/h.avro")).equals(table)
+    1
+    True
+    """
+    return _write(tables, path, _history_conformer, _history_avro_schema)
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle table
+
+
+def write_oracle(tables: Iterable[pa.Table | pd.DataFrame], path: str | os.PathLike[str]) -> int:
+    """Write oracle tables (``ORACLE_SCHEMA``) to ``.parquet``, ``.csv`` or ``.avro``.
+
+    Parameters
+    ----------
+    tables
+        Tables or DataFrames with columns job_id, hardware_type, throughput; rows grouped by
+        job_id in the history's submission order.
+    path
+        Target file; the format follows the extension.
+
+    Returns
+    -------
+    int
+        Rows written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> frame = pd.DataFrame({"job_id": ["j1", "j1"], "hardware_type": ["h100-80g", "tpu-v5e"],
+    ...                       "throughput": [1200.0, None]})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     write_oracle([frame], f"{tmp}/oracle.parquet")
+    2
+    """
+    return _write(tables, path, _oracle_conformer, _oracle_avro_schema)
+
+
+def read_oracle_batches(
+    path: str | os.PathLike[str], batch_rows: int = DEFAULT_BATCH_ROWS
+) -> Iterator[pa.Table]:
+    """Stream an oracle file as validated tables of ``ORACLE_SCHEMA``.
+
+    job_id and hardware_type must be set; throughput is positive, or null where the job
+    cannot run on that hardware type.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> frame = pd.DataFrame({"job_id": ["j1"], "hardware_type": ["gaudi2"], "throughput": [0.0]})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     frame.to_csv(f"{tmp}/oracle.csv", index=False)
+    ...     next(read_oracle_batches(f"{tmp}/oracle.csv"))
+    Traceback (most recent call last):
+    ...
+    leap_stream.data.history.HistoryError: .../oracle.csv row 0, column 'throughput': 0.0 is ...
+    """
+    return _read_conformed(path, batch_rows, _oracle_conformer)
+
+
+def iter_oracle(
+    path: str | os.PathLike[str], batch_rows: int = DEFAULT_BATCH_ROWS
+) -> Iterator[tuple[str, dict[str, float | None]]]:
+    """Stream an oracle file as ``(job_id, {hardware_type: throughput})``, one pair per job.
+
+    A job's rows may straddle batch boundaries; they must be contiguous and name each
+    hardware type once.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> frame = pd.DataFrame({"job_id": ["j1", "j1", "j2"],
+    ...     "hardware_type": ["h100-80g", "tpu-v5e", "h100-80g"],
+    ...     "throughput": [1200.0, None, 300.0]})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = write_oracle([frame], f"{tmp}/oracle.csv")
+    ...     list(iter_oracle(f"{tmp}/oracle.csv", batch_rows=1))
+    [('j1', {'h100-80g': 1200.0, 'tpu-v5e': None}), ('j2', {'h100-80g': 300.0})]
+    """
+    name = str(path)
+    seen: set[str] = set()
+    current: str | None = None
+    group: dict[str, float | None] = {}
+    row = 0
+    for table in read_oracle_batches(path, batch_rows):
+        columns = (
+            table.column("job_id").to_pylist(),
+            table.column("hardware_type").to_pylist(),
+            table.column("throughput").to_pylist(),
+        )
+        for job_id, hardware_type, throughput in zip(*columns, strict=True):
+            if job_id != current:
+                if current is not None:
+                    yield current, group
+                if job_id in seen:
+                    raise _row_error(
+                        name,
+                        row,
+                        "job_id",
+                        f"{job_id!r} reappears after other jobs; a job's rows must be contiguous",
+                    )
+                seen.add(job_id)
+                current, group = job_id, {}
+            elif hardware_type in group:
+                raise _row_error(
+                    name, row, "hardware_type", f"{hardware_type!r} repeats for job {job_id!r}"
+                )
+            group[hardware_type] = throughput
+            row += 1
+    if current is not None:
+        yield current, group

@@ -1,0 +1,698 @@
+"""Public MLPerf Training results as a leap-stream history, and the naive cross-type predictor.
+
+:func:`import_mlperf` turns ``mlperf_training.csv`` (one row per published result; see
+``shared/realdata/README.md`` beside the repository) into a history: one attempt per
+closed-division result on a catalog accelerator, a submitted and a completed event each, one
+lineage per benchmark
+(``mlperf-bert``, ...) so that earlier results on other hardware are the job's prior
+throughput. The mapping rules, every figure they use and what gets dropped are in
+``docs/real-data.md``; the figures live in :data:`BENCHMARKS` and :data:`ROUND_DATES`.
+
+:func:`naive_ratio_predictions` is the reference predictor of the realdata README (the bar an
+online model must beat): a result's throughput is predicted from the same benchmark measured on
+another type, times the median speed ratio of the two types over the other benchmarks.
+
+>>> spec = BENCHMARKS["resnet"]
+>>> spec.model_family, spec.param_count, spec.samples_to_train
+('cnn', 25557032, 45500000.0)
+>>> ROUND_DATES["v3.1"].date().isoformat()
+'2023-11-08'
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from leap_stream.core.catalog import Catalog, default_catalog
+from leap_stream.data.history import events_to_table, write_history
+
+__all__ = [
+    "BENCHMARKS",
+    "DROP_REASONS",
+    "ROUND_DATES",
+    "BenchmarkSpec",
+    "ImportStats",
+    "MlperfImportError",
+    "import_mlperf",
+    "mlperf_events",
+    "naive_ratio_predictions",
+    "naive_ratio_summary",
+]
+
+
+class MlperfImportError(ValueError):
+    """An MLPerf results table that cannot be imported: missing columns or an unplaced round.
+
+    The message names the file, and the 0-based data row and column when one is at fault.
+
+    Examples
+    --------
+    >>> raise MlperfImportError("r.csv row 3, column 'round': 'v9.9' has no publication date")
+    Traceback (most recent call last):
+    ...
+    leap_stream.data.importers.mlperf.MlperfImportError: r.csv row 3, column 'round': 'v9.9' has ...
+    """
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """What leap-stream records about one MLPerf Training benchmark (``docs/real-data.md``).
+
+    Attributes
+    ----------
+    model_family
+        A family of the synthetic zoo (``leap_stream.data.fleet.zoo.FAMILIES``).
+    param_count
+        Public model size (trained or not: the frozen Llama 2 base counts).
+    seq_len
+        Tokens per sample for sequence models, else None.
+    samples_to_train
+        Samples a typical run consumes before it reaches the quality target, as logged
+        throughput x time to train (so it includes evaluation pauses, like time to train does);
+        None when the benchmark has no samples-per-second measure at all (MiniGo).
+    reference_batch
+        The global batch most results use; a run at 4x this or more converges after many more
+        samples, so ``samples_to_train`` does not hold for it.
+    logged_unit
+        What ``tracked_throughput_median`` counts: ``"system"`` samples/s of the whole system,
+        ``"device"`` samples/s of one accelerator (RetinaNet logs per rank), ``"token"``
+        tokens/s of the whole system (GPT-3 logs tokens).
+
+    Examples
+    --------
+    >>> BENCHMARKS["gpt3"].logged_unit, BENCHMARKS["gpt3"].seq_len
+    ('token', 2048)
+    """
+
+    model_family: str
+    param_count: int
+    seq_len: int | None
+    samples_to_train: float | None
+    reference_batch: int
+    logged_unit: Literal["system", "device", "token"] = "system"
+
+
+# Sizes are public model sizes (docs/real-data.md says where each comes from and which are
+# counted from the architecture). samples_to_train: the file's own median of logged
+# throughput x time to train over results whose logged figure is whole-system, rounded to three
+# digits; docs/real-data.md shows each as passes over the training set.
+BENCHMARKS: Mapping[str, BenchmarkSpec] = MappingProxyType(
+    {
+        "bert": BenchmarkSpec("dense_llm", 340_000_000, 512, 2.50e6, 448),
+        "gpt3": BenchmarkSpec("dense_llm", 175_000_000_000, 2048, 5.91e5, 2048, "token"),
+        "llama2_70b_lora": BenchmarkSpec("dense_llm", 70_000_000_000, 8192, 3.64e3, 8),
+        "resnet": BenchmarkSpec("cnn", 25_557_032, None, 4.55e7, 3264),
+        "ssd": BenchmarkSpec("cnn", 37_000_000, None, 4.95e6, 256, "device"),
+        "maskrcnn": BenchmarkSpec("cnn", 44_401_393, None, 1.67e6, 96),
+        "unet3d": BenchmarkSpec("cnn", 31_000_000, None, 4.14e5, 56),
+        "rnnt": BenchmarkSpec("speech", 45_000_000, None, 1.40e7, 1536),
+        "dlrm": BenchmarkSpec("recsys", 24_000_000_000, None, 3.78e9, 55296),
+        "dlrm_dcnv2": BenchmarkSpec("recsys", 24_000_000_000, None, 3.15e9, 55296),
+        "stable_diffusion": BenchmarkSpec("diffusion", 865_000_000, None, 3.30e6, 1024),
+        "gnn": BenchmarkSpec("gnn", 8_000_000, None, 8.39e7, 16384),
+        "minigo": BenchmarkSpec("cnn", 2_300_000, None, None, 1),
+    }
+)
+
+# Publication dates of the rounds (MLCommons press releases); results are placed at 00:00 UTC.
+ROUND_DATES: Mapping[str, datetime] = MappingProxyType(
+    {
+        "v2.0": datetime(2022, 6, 29, tzinfo=UTC),
+        "v3.1": datetime(2023, 11, 8, tzinfo=UTC),
+        "v4.0": datetime(2024, 6, 12, tzinfo=UTC),
+    }
+)
+
+# Results of one round are submitted this far apart, each completing shortly after, so every
+# earlier result is known before the next one arrives (a round spans < 1 day at 262 results).
+ATTEMPT_SPACING = timedelta(minutes=5)
+COMPLETION_DELAY = timedelta(minutes=2)
+
+# The README's rule: a logged throughput is trusted when throughput x time to train is within
+# this factor of the benchmark's samples to train; outside it is per-device/per-node logging.
+WORK_RATIO_WINDOW = (0.5, 2.0)
+LARGE_BATCH_FACTOR = 4
+FP8_BENCHMARKS = frozenset({"gpt3", "llama2_70b_lora"})
+
+_REQUIRED_COLUMNS = (
+    "round",
+    "submitter",
+    "system",
+    "benchmark",
+    "division",
+    "accelerator_type",
+    "accelerators_count",
+    "framework",
+    "global_batch_size",
+    "time_to_train_minutes",
+    "tracked_throughput_median",
+    "duplicate_of",
+)
+
+# Framework words in the `framework` column, in the order they are looked for.
+_FRAMEWORK_WORDS: tuple[tuple[str, str], ...] = (
+    ("pytorch", "pytorch"),
+    ("nemo", "pytorch"),
+    ("deepspeed", "pytorch"),
+    ("composer", "pytorch"),
+    ("dgl", "pytorch"),
+    ("mxnet", "mxnet"),
+    ("hugectr", "hugectr"),
+    ("tensorflow", "tensorflow"),
+    ("maxtext", "jax"),
+    ("pax", "jax"),
+    ("jax", "jax"),
+    ("paddle", "paddle"),
+    ("popart", "popart"),
+    ("tinygrad", "tinygrad"),
+)
+# NVIDIA's containers list several frameworks; its closed-division code for these benchmarks
+# used this one (the rest are PyTorch).
+_NVIDIA_STACK = {
+    "resnet": "mxnet",
+    "unet3d": "mxnet",
+    "minigo": "tensorflow",
+    "dlrm": "hugectr",
+    "dlrm_dcnv2": "hugectr",
+}
+# HISTORY_SCHEMA has pytorch|jax|tensorflow only: the other stacks are eager CUDA (or IPU)
+# runtimes closest to PyTorch, and the hardware type, not this feature, carries the speed.
+_FRAMEWORK_ENUM = {
+    "pytorch": "pytorch",
+    "tensorflow": "tensorflow",
+    "jax": "jax",
+    "mxnet": "pytorch",
+    "hugectr": "pytorch",
+    "paddle": "pytorch",
+    "popart": "pytorch",
+    "tinygrad": "pytorch",
+}
+
+DROP_REASONS = (
+    "open_division",
+    "duplicate",
+    "not_in_catalog",
+    "unmapped_benchmark",
+    "no_samples_measure",
+    "no_accelerator_count",
+    "no_batch_size",
+    "large_batch_no_tracked",
+    "no_throughput",
+)
+
+
+@dataclass(frozen=True)
+class ImportStats:
+    """What an import read, kept and dropped.
+
+    Attributes
+    ----------
+    rows_read
+        Data rows in the CSV.
+    rows_kept
+        Results that became an attempt (equal to ``attempts``).
+    dropped
+        Rows dropped, by reason (every reason of ``DROP_REASONS``, zeros included); each row
+        counts under the first reason that applies.
+    lineages, attempts
+        Distinct lineages (benchmarks) and attempts written.
+    hardware_types
+        Sorted hardware types of the kept results.
+    throughput_sources
+        Kept results by where their throughput came from: ``tracked`` (the logged figure) or
+        ``time_to_train`` (samples to train / time to train).
+
+    Examples
+    --------
+    >>> stats = ImportStats(3, 1, {"duplicate": 2}, 1, 1, ("H100-SXM",), {"tracked": 1})
+    >>> stats.rows_read - sum(stats.dropped.values()) == stats.rows_kept
+    True
+    """
+
+    rows_read: int
+    rows_kept: int
+    dropped: dict[str, int]
+    lineages: int
+    attempts: int
+    hardware_types: tuple[str, ...]
+    throughput_sources: dict[str, int] = field(default_factory=dict)
+
+
+def _first_batch(value: Any) -> float:
+    """The first of a ``|``-joined batch list, as a number (NaN when missing or unparsable)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return math.nan
+    try:
+        return float(str(value).split("|")[0].strip())
+    except ValueError:
+        return math.nan
+
+
+def _framework(text: Any, benchmark: str, hardware: str) -> str:
+    """The framework enum value for a result's free-text ``framework`` column."""
+    lowered = str(text).lower() if isinstance(text, str) else ""
+    named = [name for word, name in _FRAMEWORK_WORDS if word in lowered]
+    stack = _NVIDIA_STACK.get(benchmark, "pytorch")
+    if not named:
+        chosen = "jax" if hardware.startswith("TPU") else stack
+    elif stack in named:
+        chosen = stack
+    else:
+        chosen = named[0]
+    return _FRAMEWORK_ENUM[chosen]
+
+
+def _precision(benchmark: str, hardware: str, catalog: Catalog) -> str:
+    accelerator = catalog[hardware]
+    if not accelerator.bf16_support:
+        return "fp16"
+    if benchmark in FP8_BENCHMARKS and accelerator.fp8_support:
+        return "fp8"  # a guess: Transformer Engine / Habana fp8 were the LLM norm from 2023
+    return "bf16"
+
+
+def _throughput(
+    row: Mapping[str, Any], spec: BenchmarkSpec, batch: float
+) -> tuple[float | None, str]:
+    """Whole-system samples/s of a result and its source, or (None, drop reason)."""
+    minutes = row["time_to_train_minutes"]
+    seconds = minutes * 60.0 if pd.notna(minutes) and minutes > 0 else math.nan
+    assert spec.samples_to_train is not None
+    large_batch = batch >= LARGE_BATCH_FACTOR * spec.reference_batch
+    logged = row["tracked_throughput_median"]
+    if pd.notna(logged) and logged > 0 and not math.isnan(seconds):
+        system = float(logged)
+        if spec.logged_unit == "device":
+            system *= row["accelerators_count"]
+        elif spec.logged_unit == "token":
+            system /= spec.seq_len or 1
+        ratio = system * seconds / spec.samples_to_train
+        low, high = WORK_RATIO_WINDOW
+        # Above the window a large-batch run really did train on more samples: the logged
+        # step rate is right and time to train is the wrong denominator.
+        if low <= ratio <= high or (ratio > high and large_batch):
+            return system, "tracked"
+    if large_batch:
+        return None, "large_batch_no_tracked"
+    if math.isnan(seconds):
+        return None, "no_throughput"
+    return spec.samples_to_train / seconds, "time_to_train"
+
+
+def _read_results(csv_path: Path) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(csv_path, dtype={"global_batch_size": "string"})
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise MlperfImportError(f"{csv_path}: cannot read the results table ({exc})") from None
+    missing = [c for c in _REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise MlperfImportError(
+            f"{csv_path}: missing required column(s) {', '.join(map(repr, missing))}"
+        )
+    for column in ("accelerators_count", "time_to_train_minutes", "tracked_throughput_median"):
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = values.isna() & frame[column].notna()
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise MlperfImportError(
+                f"{csv_path} row {i}, column {column!r}: {frame[column].iloc[i]!r} is not a number"
+            )
+        frame[column] = values
+    return frame
+
+
+def mlperf_events(
+    csv_path: str | Path, catalog: Catalog | None = None
+) -> tuple[list[tuple[str, dict[str, Any]]], ImportStats]:
+    """The history events of an MLPerf results table, in event-time order, and the stats.
+
+    Parameters
+    ----------
+    csv_path
+        A table with the columns of ``mlperf_training.csv`` (realdata README).
+    catalog
+        Hardware catalog; results on types it lacks are dropped. Default: the packaged one.
+
+    Returns
+    -------
+    events, stats
+        ``(event_type, event dict)`` pairs as :func:`leap_stream.data.history.events_to_table`
+        takes them, and an :class:`ImportStats`.
+
+    Raises
+    ------
+    MlperfImportError
+        When the file cannot be read, lacks a column, has a non-numeric number, or a kept
+        result's round has no date in :data:`ROUND_DATES`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> row = {"round": "v4.0", "submitter": "NVIDIA", "system": "dgxh100", "benchmark": "bert",
+    ...     "division": "closed", "accelerator_type": "H100-SXM", "accelerators_count": 8,
+    ...     "framework": "PyTorch NVIDIA Release 24.04", "global_batch_size": "448",
+    ...     "time_to_train_minutes": 5.0, "tracked_throughput_median": 8000.0,
+    ...     "duplicate_of": None}
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     pd.DataFrame([row]).to_csv(f"{tmp}/r.csv", index=False)
+    ...     events, stats = mlperf_events(f"{tmp}/r.csv")
+    >>> [(kind, e["lineage_id"], e.get("throughput")) for kind, e in events]
+    [('submitted', 'mlperf-bert', None), ('completed', 'mlperf-bert', 8000.0)]
+    """
+    csv_path = Path(csv_path)
+    catalog = catalog if catalog is not None else default_catalog()
+    frame = _read_results(csv_path)
+    drops: Counter[str] = Counter()
+    sources: Counter[str] = Counter()
+    kept: list[dict[str, Any]] = []
+    for i, row in enumerate(frame.to_dict("records")):
+        reason, attempt = _attempt(row, catalog, sources)
+        if reason is not None:
+            drops[reason] += 1
+            continue
+        if attempt["round"] not in ROUND_DATES:
+            raise MlperfImportError(
+                f"{csv_path} row {i}, column 'round': {attempt['round']!r} has no publication "
+                f"date; known rounds: {', '.join(ROUND_DATES)}"
+            )
+        kept.append(attempt)
+
+    kept.sort(key=lambda a: (ROUND_DATES[a["round"]], *a["order"]))
+    events: list[tuple[str, dict[str, Any]]] = []
+    index_in_round: Counter[str] = Counter()
+    for attempt in kept:
+        n = index_in_round[attempt["round"]]
+        index_in_round[attempt["round"]] += 1
+        submitted_at = ROUND_DATES[attempt["round"]] + n * ATTEMPT_SPACING
+        job_id = attempt["job_id"]
+        common = {"job_id": job_id, "lineage_id": attempt["lineage_id"]}
+        events.append(
+            (
+                "submitted",
+                {
+                    "event_id": f"{job_id}/submitted",
+                    "event_time": submitted_at,
+                    **common,
+                    **attempt["submitted"],
+                },
+            )
+        )
+        events.append(
+            (
+                "completed",
+                {
+                    "event_id": f"{job_id}/completed",
+                    "event_time": submitted_at + COMPLETION_DELAY,
+                    **common,
+                    **attempt["completed"],
+                },
+            )
+        )
+    stats = ImportStats(
+        rows_read=len(frame),
+        rows_kept=len(kept),
+        dropped={reason: drops[reason] for reason in DROP_REASONS},
+        lineages=len({a["lineage_id"] for a in kept}),
+        attempts=len(kept),
+        hardware_types=tuple(sorted({a["completed"]["hardware_type"] for a in kept})),
+        throughput_sources=dict(sorted(sources.items())),
+    )
+    return events, stats
+
+
+def _attempt(
+    row: Mapping[str, Any], catalog: Catalog, sources: Counter[str]
+) -> tuple[str | None, dict[str, Any]]:
+    """One result as an attempt, or the reason it is dropped (docs/real-data.md, in order)."""
+    if str(row["division"]).strip().lower() != "closed":
+        return "open_division", {}
+    if pd.notna(row["duplicate_of"]) and str(row["duplicate_of"]).strip():
+        return "duplicate", {}
+    hardware = str(row["accelerator_type"])
+    if hardware not in catalog:
+        return "not_in_catalog", {}
+    benchmark = str(row["benchmark"])
+    spec = BENCHMARKS.get(benchmark)
+    if spec is None:
+        return "unmapped_benchmark", {}
+    if spec.samples_to_train is None:
+        return "no_samples_measure", {}
+    count = row["accelerators_count"]
+    if pd.isna(count) or count <= 0:
+        return "no_accelerator_count", {}
+    batch = _first_batch(row["global_batch_size"])
+    if math.isnan(batch) or batch <= 0:
+        return "no_batch_size", {}
+    throughput, source = _throughput(row, spec, batch)
+    if throughput is None:
+        return source, {}
+    sources[source] += 1
+    minutes = row["time_to_train_minutes"]
+    samples = throughput * minutes * 60.0 if pd.notna(minutes) else spec.samples_to_train
+    submitter, system, round_ = str(row["submitter"]), str(row["system"]), str(row["round"])
+    return None, {
+        "round": round_,
+        "order": (submitter.casefold(), system.casefold(), benchmark),
+        "job_id": f"mlperf/{round_}/{submitter}/{system}/{benchmark}",
+        "lineage_id": f"mlperf-{benchmark}",
+        "submitted": {
+            "model_type": benchmark,
+            "model_family": spec.model_family,
+            "framework": _framework(row["framework"], benchmark, hardware),
+            "param_count": spec.param_count,
+            "global_batch_size": int(batch),
+            "seq_len": spec.seq_len,
+            "precision": _precision(benchmark, hardware, catalog),
+            "num_devices": int(count),
+            "tensor_parallel": 1,
+            "pipeline_parallel": 1,
+            "requested_hardware": hardware,
+            "candidate_hardware": None,
+        },
+        "completed": {
+            "hardware_type": hardware,
+            "num_devices": int(count),
+            "status": "succeeded",
+            "throughput": throughput,
+            "steps": max(1, round(samples / batch)),
+        },
+    }
+
+
+def import_mlperf(csv_path: Path, out_dir: Path, catalog: Catalog | None = None) -> ImportStats:
+    """Write ``out_dir/history.parquet`` from an MLPerf Training results table.
+
+    There is no oracle: real results have no counterfactual truth.
+
+    Parameters
+    ----------
+    csv_path
+        ``mlperf_training.csv`` or a table with its columns.
+    out_dir
+        Created if missing; ``history.parquet`` is replaced.
+    catalog
+        Hardware catalog (default: the packaged one).
+
+    Returns
+    -------
+    ImportStats
+
+    Raises
+    ------
+    MlperfImportError
+        As :func:`mlperf_events`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> rows = [{"round": "v3.1", "submitter": s, "system": "sys", "benchmark": "resnet",
+    ...     "division": "closed", "accelerator_type": t, "accelerators_count": 8,
+    ...     "framework": "MXNet", "global_batch_size": "3264", "time_to_train_minutes": 20.0,
+    ...     "tracked_throughput_median": None, "duplicate_of": None}
+    ...     for s, t in [("A", "H100-SXM"), ("B", "Gaudi2"), ("C", "Nowhere-9000")]]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     pd.DataFrame(rows).to_csv(f"{tmp}/r.csv", index=False)
+    ...     stats = import_mlperf(Path(tmp, "r.csv"), Path(tmp, "out"))
+    ...     history = pd.read_parquet(Path(tmp, "out", "history.parquet"))
+    >>> stats.attempts, stats.dropped["not_in_catalog"], stats.hardware_types
+    (2, 1, ('Gaudi2', 'H100-SXM'))
+    >>> round(history["throughput"].dropna().iloc[0])  # 45.5M images / 1200 s
+    37917
+    """
+    events, stats = mlperf_events(csv_path, catalog)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_history([events_to_table(events)], out_dir / "history.parquet")
+    return stats
+
+
+# --------------------------------------------------------------------------------------------
+# The naive cross-type predictor (realdata README, "Reference figures")
+
+
+def _results_frame(history: pd.DataFrame | pa.Table) -> pd.DataFrame:
+    """One row per succeeded attempt: job_id, model_type, hardware_type, num_devices, throughput."""
+    frame = history.to_pandas() if isinstance(history, pa.Table) else history
+    submitted = frame.loc[frame["event_type"] == "submitted", ["job_id", "model_type"]]
+    completed = frame.loc[
+        (frame["event_type"] == "completed") & (frame["status"] == "succeeded"),
+        ["job_id", "hardware_type", "num_devices", "throughput"],
+    ]
+    return completed.merge(submitted, on="job_id", how="inner")
+
+
+def naive_ratio_predictions(history: pd.DataFrame | pa.Table, num_devices: int = 8) -> pd.DataFrame:
+    """Predict each result on ``num_devices`` accelerators from every other hardware type.
+
+    Cells are the median throughput of a (benchmark, type) among those results. For a result
+    of benchmark ``b`` on type ``t`` and each other type ``s`` that measured ``b``, the
+    prediction is ``cell(b, s) x median over b' of cell(b', t) / cell(b', s)``, over the
+    benchmarks ``b' != b`` measured on both types (pairs sharing none are skipped). The
+    target's own cell never enters its prediction. :func:`naive_ratio_summary` picks one
+    prediction per result.
+
+    Parameters
+    ----------
+    history
+        A history table or DataFrame (``HISTORY_SCHEMA`` columns; ``model_type`` is read from
+        submitted rows, the rest from succeeded completed rows).
+    num_devices
+        Only results on exactly this many accelerators are used, as reference and as target.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (result, reference type): job_id, model_type, hardware_type,
+        reference_hardware, shared_benchmarks, throughput, predicted, ape (absolute
+        percentage error as a fraction); ordered by job then reference type.
+
+    Examples
+    --------
+    Three benchmarks on two types; B runs x and y at 2x A, so z on B is predicted at 2x its
+    speed on A, and z on A at half its speed on B:
+
+    >>> rows = []
+    >>> for i, (model, hw, thr) in enumerate([("x", "A", 10.0), ("x", "B", 20.0),
+    ...         ("y", "A", 5.0), ("y", "B", 10.0), ("z", "A", 7.0), ("z", "B", 12.0)]):
+    ...     rows.append({"event_type": "submitted", "job_id": f"j{i}", "model_type": model,
+    ...         "hardware_type": None, "num_devices": 8, "status": None, "throughput": None})
+    ...     rows.append({"event_type": "completed", "job_id": f"j{i}", "model_type": None,
+    ...         "hardware_type": hw, "num_devices": 8, "status": "succeeded", "throughput": thr})
+    >>> preds = naive_ratio_predictions(pd.DataFrame(rows))
+    >>> preds.loc[preds.model_type == "z", ["hardware_type", "predicted"]].to_dict("records")
+    [{'hardware_type': 'A', 'predicted': 6.0}, {'hardware_type': 'B', 'predicted': 14.0}]
+    """
+    results = _results_frame(history)
+    results = results[results["num_devices"] == num_devices]
+    cells = results.groupby(["model_type", "hardware_type"])["throughput"].median()
+    table = cells.unstack("hardware_type")  # benchmark x type, NaN where not measured
+    ratios: dict[tuple[str, str, str], tuple[float, int]] = {}
+    rows: list[dict[str, Any]] = []
+    for job_id, model, target, actual in results[
+        ["job_id", "model_type", "hardware_type", "throughput"]
+    ].itertuples(index=False):
+        for reference in table.columns:
+            measured = table.at[model, reference]
+            if reference == target or pd.isna(measured):
+                continue
+            key = (model, target, reference)
+            if key not in ratios:
+                other = table.drop(index=model)[[target, reference]].dropna()
+                ratio = float(np.median(other[target] / other[reference])) if len(other) else 0.0
+                ratios[key] = (ratio, len(other))
+            ratio, shared = ratios[key]
+            if shared == 0:
+                continue
+            predicted = float(measured) * ratio
+            rows.append(
+                {
+                    "job_id": job_id,
+                    "model_type": model,
+                    "hardware_type": target,
+                    "reference_hardware": reference,
+                    "shared_benchmarks": shared,
+                    "throughput": actual,
+                    "predicted": predicted,
+                    "ape": abs(predicted - actual) / actual,
+                }
+            )
+    columns = [
+        "job_id",
+        "model_type",
+        "hardware_type",
+        "reference_hardware",
+        "shared_benchmarks",
+        "throughput",
+        "predicted",
+        "ape",
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def naive_ratio_summary(
+    predictions: pd.DataFrame,
+    reference: Literal["most_shared", "median", "all"] = "most_shared",
+    tolerance: float = 0.2,
+) -> dict[str, float]:
+    """MAPE and the share within ``±tolerance`` of :func:`naive_ratio_predictions` output.
+
+    Parameters
+    ----------
+    predictions
+        The output of :func:`naive_ratio_predictions`.
+    reference
+        Which prediction a result gets: ``"most_shared"`` the one from the reference type
+        sharing the most other benchmarks with its type (ties: first type by name);
+        ``"median"`` the median over reference types; ``"all"`` every (result, reference)
+        pair counts once.
+    tolerance
+        Relative error band for ``within``.
+
+    Returns
+    -------
+    dict
+        ``{"n": predictions scored, "mape": mean APE, "within": share with APE <= tolerance}``
+        (fractions, not percent; NaN when nothing was scored).
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"job_id": ["j1", "j1", "j2"], "reference_hardware": ["A", "B", "A"],
+    ...     "shared_benchmarks": [1, 2, 1], "throughput": [10.0, 10.0, 10.0],
+    ...     "predicted": [11.0, 13.0, 7.0], "ape": [0.1, 0.3, 0.3]})
+    >>> naive_ratio_summary(frame), naive_ratio_summary(frame, "median")
+    ({'n': 2, 'mape': 0.3, 'within': 0.0}, {'n': 2, 'mape': 0.25, 'within': 0.5})
+    """
+    if reference not in ("most_shared", "median", "all"):
+        raise ValueError(f"reference must be most_shared|median|all, got {reference!r}")
+    if predictions.empty:
+        return {"n": 0, "mape": math.nan, "within": math.nan}
+    if reference == "all":
+        ape = predictions["ape"]
+    elif reference == "median":
+        per_job = predictions.groupby("job_id", sort=False).agg(
+            throughput=("throughput", "first"), predicted=("predicted", "median")
+        )
+        ape = (per_job["predicted"] - per_job["throughput"]).abs() / per_job["throughput"]
+    else:
+        ordered = predictions.sort_values(
+            ["job_id", "shared_benchmarks", "reference_hardware"],
+            ascending=[True, False, True],
+            kind="stable",
+        )
+        ape = ordered.drop_duplicates("job_id")["ape"]
+    return {
+        "n": int(ape.size),
+        "mape": round(float(ape.mean()), 6),
+        "within": round(float((ape <= tolerance).mean()), 6),
+    }

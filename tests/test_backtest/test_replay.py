@@ -1,0 +1,218 @@
+"""Tests of leap_stream.backtest.replay on the tiny hand-made history of ``core_fixtures.py``.
+
+The history (see ``TINY_EVENTS``): lineage L1 runs one configuration on H100-SXM (j1, 20,000
+samples/s), then on MI300X (j2, 30,000), each with a single candidate; an orphan completion
+(j99) follows. The next day L1 resubmits it with both as candidates and runs on H100-SXM as
+requested (j3, 21,000); L2 fails on H100-SXM (j4); L3 asks for bf16 on a K80 only (nothing
+eligible) and never completes (j5).
+
+Worked out by hand:
+
+- j3 is a repeat of j1's configuration on the same hardware: the online model predicts j1's
+  20,000 exactly (error -1/21, a hit within 10%), and so does the lookup (its median of one);
+  the lookup abstains on j1 and j2 (first sight of each type), so it scores 1 of 3.
+- j3's ranking rests on L1's own measurements (no risk charge): MI300X costs
+  8 x 6.00 / 30,000 per sample against H100-SXM's 8 x 6.16 / 20,000, so both the model and
+  the lookup pick MI300X while the user asked for H100-SXM. Every other attempt had one
+  candidate: all policies agree there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from core_fixtures import TINY_ORACLE, TinyHistory
+
+from leap_stream.backtest.replay import OracleError, OracleStream, replay
+from leap_stream.core.catalog import Catalog
+from leap_stream.data.history import write_oracle
+
+BATCH = 512  # global_batch_size of every tiny-history job
+DEVICES = 8
+
+
+def _run(tiny: TinyHistory, out: Path, **kwargs: Any) -> dict[str, Any]:
+    kwargs.setdefault("oracle", tiny.oracle)
+    return replay(tiny.history, out, tiny.catalog, progress=False, report=False, **kwargs)
+
+
+def _cost(catalog: Catalog, steps: int, hardware: str, true_throughput: float) -> float:
+    """USD to process an attempt's samples on ``hardware`` at its true throughput."""
+    price = catalog[hardware].price_per_device_hour
+    return steps * BATCH * DEVICES * price / (3600.0 * true_throughput)
+
+
+@pytest.fixture
+def summary(tiny_history: TinyHistory, tmp_path: Path) -> dict[str, Any]:
+    return _run(tiny_history, tmp_path / "out")
+
+
+def test_event_counts(summary: dict[str, Any]) -> None:
+    assert summary["events"] == {
+        "submitted": 5,
+        "completed": 5,
+        "unmatched_completions": 1,  # j99
+        "never_completed": 1,  # j5
+    }
+    assert summary["submissions"] == 5
+    assert summary["attempts"] == 4  # j1..j4: the orphan is no attempt
+    assert summary["succeeded"] == 3
+
+
+def test_coverage(summary: dict[str, Any]) -> None:
+    # j5 has no eligible candidate and counts for neither policy
+    assert summary["coverage"] == 1.0
+    assert summary["baselines"]["lookup"]["coverage"] == 0.5  # j3, j4 of j1..j4
+    # device-hours: j1, j2 ran 1 h on 8 devices, j3, j4 2 h: the lookup covered 32 of 48
+    assert summary["coverage_gpu_hours"] == 1.0
+    assert summary["baselines"]["lookup"]["coverage_gpu_hours"] == pytest.approx(32 / 48, 1e-5)
+
+
+def test_accuracy_of_a_repeat_is_a_hit(summary: dict[str, Any]) -> None:
+    accuracy = summary["accuracy"]
+    assert accuracy["n"] == 3  # the model predicted all three measured attempts
+    repeat = accuracy["by_source"]["lineage_prior"]
+    assert repeat == {"n": 1, "within_10pct": 1.0, "mdape": pytest.approx(1 / 21, abs=1e-6)}
+    assert summary["intervals"]["n"] == 3
+    assert summary["intervals"]["by_source"]["lineage_prior"] == {"n": 1, "coverage": 1.0}
+
+
+def test_lookup_abstains_on_first_sight(summary: dict[str, Any]) -> None:
+    lookup = summary["baselines"]["lookup"]
+    # only j3 had an entry: the median of j1's 20,000 (the orphan's 5,000 was not learned)
+    assert lookup["accuracy"]["n"] == 1
+    assert lookup["accuracy"]["within_10pct"] == 1.0
+    assert lookup["accuracy"]["mdape"] == pytest.approx(1 / 21, abs=1e-6)
+    assert lookup["accuracy"]["median_signed_error"] == pytest.approx(-1 / 21, abs=1e-6)
+    assert lookup["within_10pct_abstain_as_miss"] == pytest.approx(1 / 3, abs=1e-6)
+    assert lookup["comparison"]["n"] == 1
+    assert lookup["comparison"]["lookup_within_10pct"] == 1.0
+
+
+def test_decisions(summary: dict[str, Any], tiny_history: TinyHistory) -> None:
+    catalog = tiny_history.catalog
+    j1 = _cost(catalog, 1000, "H100-SXM", 20_000.0)
+    j2 = _cost(catalog, 1000, "MI300X", 30_000.0)
+    j3_h100 = _cost(catalog, 1000, "H100-SXM", 21_000.0)  # requested
+    j3_mi300x = _cost(catalog, 1000, "MI300X", 33_000.0)  # model, lookup and best
+    j4 = _cost(catalog, 10, "H100-SXM", 20_000.0)  # failed, but its steps still cost
+    model = [j1, j2, j3_mi300x, j4]
+    requested = [j1, j2, j3_h100, j4]
+    decisions = summary["decisions"]
+    assert decisions["n"] == 4
+    assert decisions["top1_regret"] == 0.0
+    assert decisions["lookup_top1_regret"] == 0.0
+    assert decisions["requested_regret"] == pytest.approx((j3_h100 / j3_mi300x - 1) / 4, 1e-5)
+    assert decisions["requested_regret"] == pytest.approx(0.153333, abs=1e-5)
+    assert decisions["savings_vs_requested"] == pytest.approx(1 - sum(model) / sum(requested), 1e-5)
+    assert decisions["n_vs_requested"] == 4
+    assert decisions["savings_vs_lookup"] == 0.0
+    assert decisions["n_vs_lookup"] == 4
+    assert decisions["pairwise_total"] == 0  # scored one attempt in ten: none of four
+    assert decisions["pairwise_order_accuracy"] is None
+
+
+def test_daily(tiny_history: TinyHistory, tmp_path: Path) -> None:
+    _run(tiny_history, tmp_path)
+    daily = pd.read_csv(tmp_path / "daily.csv")
+    catalog = tiny_history.catalog
+    assert daily["day"].tolist() == ["2025-06-02", "2025-06-03"]
+    assert daily["submissions"].tolist() == [2, 3]
+    assert daily["succeeded"].tolist() == [2, 1]
+    assert daily["coverage"].tolist() == [1.0, 1.0]
+    assert daily["lookup_coverage"].tolist() == [0.0, 1.0]
+    day2 = daily.iloc[1]
+    assert day2["within_10pct"] == 1.0
+    assert day2["mdape"] == pytest.approx(1 / 21, abs=1e-6)
+    assert day2["top1_regret"] == 0.0
+    j3_h100 = _cost(catalog, 1000, "H100-SXM", 21_000.0)
+    j3_mi300x = _cost(catalog, 1000, "MI300X", 33_000.0)
+    j4 = _cost(catalog, 10, "H100-SXM", 20_000.0)
+    assert day2["savings_vs_requested"] == pytest.approx(
+        1 - (j3_mi300x + j4) / (j3_h100 + j4), 1e-5
+    )
+    assert daily.iloc[0]["savings_vs_requested"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_without_an_oracle_there_are_no_decisions(
+    tiny_history: TinyHistory, tmp_path: Path, summary: dict[str, Any]
+) -> None:
+    plain = _run(tiny_history, tmp_path / "plain", oracle=None)
+    assert "decisions" not in plain
+    assert plain["accuracy"] == summary["accuracy"]
+    assert plain["events"] == summary["events"]
+
+
+def test_replays_are_deterministic(tiny_history: TinyHistory, tmp_path: Path) -> None:
+    outputs = []
+    for i, batch_rows in enumerate((65_536, 65_536, 3)):  # and across history batches
+        out = tmp_path / f"run{i}"
+        _run(tiny_history, out, batch_rows=batch_rows)
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary.pop("events_per_second") > 0
+        outputs.append((summary, (out / "daily.csv").read_bytes()))
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_report_is_written_only_when_asked(tiny_history: TinyHistory, tmp_path: Path) -> None:
+    _run(tiny_history, tmp_path / "quiet")
+    assert sorted(p.name for p in (tmp_path / "quiet").iterdir()) == ["daily.csv", "summary.json"]
+    out = tmp_path / "reported"
+    replay(
+        tiny_history.history,
+        out,
+        tiny_history.catalog,
+        oracle=tiny_history.oracle,
+        progress=False,
+        report=True,
+    )
+    html = (out / "report.html").read_text()
+    assert html.lstrip().lower().startswith("<!doctype html")
+    assert "history.parquet" in html  # the title names the history
+
+
+def _oracle(tmp_path: Path, frame: pd.DataFrame) -> Path:
+    path = tmp_path / "bad-oracle.parquet"
+    write_oracle([frame], path)
+    return path
+
+
+def test_an_oracle_out_of_order_raises(tiny_history: TinyHistory, tmp_path: Path) -> None:
+    order = ["j2", "j1", "j3", "j4", "j5"]
+    swapped = TINY_ORACLE.set_index("job_id").loc[order].reset_index()
+    with pytest.raises(OracleError, match=r"expected job 'j1' next .* found 'j2'"):
+        _run(tiny_history, tmp_path / "out", oracle=_oracle(tmp_path, swapped))
+
+
+def test_an_oracle_that_ends_early_raises(tiny_history: TinyHistory, tmp_path: Path) -> None:
+    short = TINY_ORACLE[TINY_ORACLE["job_id"] != "j5"]
+    with pytest.raises(OracleError, match=r"ended before job 'j5'"):
+        _run(tiny_history, tmp_path / "out", oracle=_oracle(tmp_path, short))
+
+
+def test_an_oracle_naming_unknown_hardware_raises(
+    tiny_history: TinyHistory, tmp_path: Path
+) -> None:
+    renamed = TINY_ORACLE.replace({"hardware_type": {"MI300X": "MI999"}})
+    with pytest.raises(OracleError, match=r"not in the catalog: \['MI999'\]"):
+        _run(tiny_history, tmp_path / "out", oracle=_oracle(tmp_path, renamed))
+
+
+@pytest.mark.parametrize("batch_rows", [1, 2, 1 << 20])
+def test_oracle_stream_across_batches(tiny_history: TinyHistory, batch_rows: int) -> None:
+    index = {name: i for i, name in enumerate(tiny_history.catalog.names)}
+    stream = OracleStream(tiny_history.oracle, index, batch_rows=batch_rows)
+    for job_id, rows in TINY_ORACLE.groupby("job_id", sort=False):
+        vector = stream.take(str(job_id))
+        assert vector.shape == (len(index),)
+        expected = np.full(len(index), np.nan)
+        for hardware, value in zip(rows["hardware_type"], rows["throughput"], strict=True):
+            expected[index[hardware]] = value
+        np.testing.assert_array_equal(vector, expected)
+    with pytest.raises(OracleError, match="ended before job 'j6'"):
+        stream.take("j6")

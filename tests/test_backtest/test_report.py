@@ -1,0 +1,124 @@
+"""Tests of leap_stream.backtest.report:
+
+one self-contained page with the headline figures and plots.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from leap_stream.backtest.metrics import AttemptOutcome, Backtest
+from leap_stream.backtest.report import write_report
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _backtest(oracle: bool) -> Backtest:
+    """Four measured successes over two days.
+
+    Model errors 5%, 5%, 5%, 30% (within 10%: 75.0%); the lookup table predicts two of them
+    (5% and 30%: 50.0%, or 25.0% with abstentions as misses); interval coverage 3 of 4.
+    """
+    bt = Backtest(interval_level=0.9)
+    cases = [
+        (date(2025, 5, 1), 105.0, 100.0, 100.0),
+        (date(2025, 5, 1), 105.0, 100.0, None),
+        (date(2025, 5, 2), 95.0, 100.0, 130.0),
+        (date(2025, 5, 2), 130.0, 100.0, None),
+    ]
+    for day, predicted, actual, lookup in cases:
+        costs: dict[str, Any] = (
+            {"cost_model": 11.0, "cost_lookup": 12.0, "cost_requested": 20.0, "cost_best": 10.0}
+            if oracle
+            else {}
+        )
+        bt.observe_submission(day, True, True, lookup is not None)
+        bt.observe(
+            AttemptOutcome(
+                day=day,
+                family="cnn",
+                hardware="MI300X",
+                status="succeeded",
+                actual=actual,
+                model_predicted=predicted,
+                model_lower=predicted * 0.9,
+                model_upper=predicted * 1.1,
+                model_source="model",
+                lookup_predicted=lookup,
+                has_eligible=True,
+                model_ranked=True,
+                lookup_ranked=lookup is not None,
+                device_hours=2.0,
+                **costs,
+            )
+        )
+    return bt
+
+
+def _write(tmp_path: Path, bt: Backtest, title: str = "leap-stream backtest") -> str:
+    path = tmp_path / "report.html"
+    write_report(
+        path,
+        bt.summary({"submitted": 4, "completed": 4}, events_per_second=25_000.0),
+        bt.daily(),
+        bt.by_hardware(),
+        bt.by_family(),
+        bt.calibration(),
+        title=title,
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # one file, nothing beside it
+    return path.read_text(encoding="utf-8")
+
+
+def _cells(page: str, label: str) -> list[str]:
+    """The value cells of the table row whose first cell is ``label``."""
+    match = re.search(rf"<tr><td>{re.escape(label)}</td>(.*?)</tr>", page)
+    assert match, f"no row {label!r}"
+    return re.findall(r"<td>(.*?)</td>", match.group(1))
+
+
+@pytest.mark.parametrize(("oracle", "plots"), [(True, 6), (False, 5)])
+def test_page_has_the_headline_figures_and_one_image_per_plot(
+    tmp_path: Path, oracle: bool, plots: int
+) -> None:
+    page = _write(tmp_path, _backtest(oracle))
+    assert _cells(page, "Within 10%") == ["75.0%", "50.0%"]
+    assert _cells(page, "Within 10%, abstention = miss") == ["75.0%", "25.0%"]
+    assert _cells(page, "Advantage, abstention = miss") == ["+50.0 pts", "—"]
+    assert _cells(page, "Coverage") == ["100.0%", "50.0%"]
+    assert _cells(page, "Interval coverage (nominal 90%)") == ["75.0%", "—"]
+    assert "25,000 events/s" in page
+    images = re.findall(r'<img [^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) == page.count("<img ") == plots
+    assert all(base64.b64decode(image).startswith(PNG_SIGNATURE) for image in images)
+    assert ("Top-1 regret" in page) is oracle
+    if oracle:
+        assert _cells(page, "Top-1 regret") == ["10.0%", "20.0%", "100.0%"]
+        assert _cells(page, "Savings vs the user's request")[0] == "45.0%"  # 1 - 44 / 80
+
+
+def test_page_references_nothing_outside_itself(tmp_path: Path) -> None:
+    page = _write(tmp_path, _backtest(oracle=True))
+    sources = re.findall(r'src="([^"]*)"', page)
+    assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
+    for forbidden in ("href=", "<script", "<link", "url(", "@import", "http://", "https://"):
+        assert forbidden not in page
+
+
+def test_title_is_escaped(tmp_path: Path) -> None:
+    page = _write(tmp_path, _backtest(oracle=False), title="fleet <east> & west")
+    assert "<h1>fleet &lt;east&gt; &amp; west</h1>" in page
+    assert "<east>" not in page
+
+
+def test_empty_backtest_still_writes_a_page(tmp_path: Path) -> None:
+    page = _write(tmp_path, Backtest())
+    assert "<img " not in page
+    assert page.count("Nothing to plot") == 5
+    assert _cells(page, "Within 10%") == ["—", "—"]

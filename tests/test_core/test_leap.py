@@ -1,0 +1,277 @@
+"""Tests of leap_stream.core: the contract over every predictor, and LeapCore's own rules.
+
+LeapCore's rules: prequential order (a ranking never sees its own outcome), no double learning,
+nothing learned from failed or preempted attempts, all per-job and per-lineage state in the
+injected mappings, and no crash on hardware the catalog lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any
+
+import numpy as np
+import pytest
+from core_contract import CHECKS, PredictorFactory
+from core_fixtures import completed_event, hours, submitted_event
+
+from leap_stream.core import LeapCore, LookupRanker
+from leap_stream.core.catalog import Catalog
+from leap_stream.core.intervals import ConformalIntervals
+from leap_stream.core.priors import config_signature
+from leap_stream.core.ranking import Ranking
+
+PREDICTORS: dict[str, PredictorFactory] = {"online": LeapCore, "lookup": LookupRanker}
+TWO = ["H100-SXM", "MI300X"]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
+@pytest.mark.parametrize("name", sorted(PREDICTORS))
+def test_contract(
+    name: str, check: Callable[[PredictorFactory, Catalog], None], hw_catalog: Catalog
+) -> None:
+    check(PREDICTORS[name], hw_catalog)
+
+
+# -- LeapCore --------------------------------------------------------------------------------
+
+
+def _sub(
+    job_id: str, lineage: str, h: float, candidates: list[str] | None = TWO, **overrides: Any
+) -> dict[str, Any]:
+    return submitted_event(job_id, lineage, hours(h), candidates=candidates, **overrides)
+
+
+def _done(
+    job_id: str, lineage: str, h: float, hardware: str, throughput: float | None, **overrides: Any
+) -> dict[str, Any]:
+    return completed_event(job_id, lineage, hours(h), hardware, throughput=throughput, **overrides)
+
+
+def _at(ranking: Ranking, hardware: str) -> tuple[float, str]:
+    i = ranking.hardware.index(hardware)
+    return float(ranking.predicted[i]), str(ranking.source[i])
+
+
+def test_never_abstains_while_a_candidate_is_eligible(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog)
+    ranking = core.on_submitted(_sub("j1", "L1", 0, ["nope", "K80", "MI300X"]))
+    assert not ranking.abstained and ranking.top == "MI300X"
+    assert ranking.model_version == "online-0"
+
+
+def test_prequential_a_ranking_never_sees_its_own_outcome(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog)
+    first = core.on_submitted(_sub("j1", "L1", 0))
+    predicted_before = first.predicted.copy()
+    h100_before, source_before = _at(first, "H100-SXM")
+    assert source_before != "lineage_prior"  # nothing known of L1 yet
+    assert h100_before != pytest.approx(20_000.0, rel=0.01)
+    pending_before = json.dumps(core.pending["j1"]["log_pred"])
+
+    assert core.on_completed(_done("j1", "L1", 1, "H100-SXM", 20_000.0)) is True
+    # the first ranking, and what its completion was scored against, are unchanged
+    np.testing.assert_array_equal(first.predicted, predicted_before)
+    assert "j1" not in core.pending
+    assert json.loads(pending_before) == pytest.approx(
+        [math.log(v) for v in predicted_before.tolist()]
+    )
+
+    second = core.on_submitted(_sub("j2", "L1", 2))
+    value, source = _at(second, "H100-SXM")
+    assert source == "lineage_prior"
+    assert value == pytest.approx(20_000.0, rel=1e-12)  # the first's measurement, exactly
+    assert _at(second, "MI300X")[1] != "lineage_prior"  # never measured there
+    assert second.model_version == "online-1"
+    # the second's own outcome does not reach back into it either
+    second_before = second.predicted.copy()
+    core.on_completed(_done("j2", "L1", 3, "H100-SXM", 40_000.0))
+    np.testing.assert_array_equal(second.predicted, second_before)
+    third = core.on_submitted(_sub("j3", "L1", 4))
+    assert _at(third, "H100-SXM")[0] > 20_000.0  # it did learn, for the next one
+
+
+def test_a_completion_without_a_pending_submission_is_ignored_and_counted(
+    hw_catalog: Catalog,
+) -> None:
+    core = LeapCore(hw_catalog)
+    assert core.on_completed(_done("ghost", "G", 0, "H100-SXM", 1_000.0)) is False
+    assert core.unmatched_completions == 1
+    assert core.model.learned == 0 and core.priors == {}
+
+    core.on_submitted(_sub("j1", "L1", 1))
+    done = _done("j1", "L1", 2, "H100-SXM", 20_000.0)
+    assert core.on_completed(done) is True
+    assert core.on_completed(done) is False  # a redelivered completion
+    assert core.model.learned == 1
+    assert core.unmatched_completions == 2
+    entry = core.priors["L1"][f"{config_signature(_sub('j1', 'L1', 1))}@H100-SXM"]
+    assert entry[2] == 1  # counted once in the lineage's prior too
+    assert core.type_counts == {"resnet-50": 1}
+
+
+@pytest.mark.parametrize("status", ["failed", "preempted"])
+@pytest.mark.parametrize("throughput", [None, 15_000.0])  # set only by a rule-breaking producer
+def test_unsuccessful_attempts_teach_nothing(
+    hw_catalog: Catalog, status: str, throughput: float | None
+) -> None:
+    core = LeapCore(hw_catalog)
+    core.intervals = ConformalIntervals(min_samples=1, default_halfwidth=0.5)
+    core.on_submitted(_sub("j1", "L1", 0))
+    done = _done("j1", "L1", 1, "H100-SXM", throughput, status=status)
+    assert core.on_completed(done) is True
+    assert "j1" not in core.pending  # it was matched, not left dangling
+    assert core.model.learned == 0
+    assert core.priors == {} and core.type_counts == {}
+    assert core.intervals.halfwidth("cold_start") == 0.5  # no residual either
+    assert core.unmatched_completions == 0
+    again = core.on_submitted(_sub("j2", "L1", 2))
+    assert "lineage_prior" not in again.source.tolist()
+
+
+def test_a_succeeded_attempt_without_a_throughput_teaches_nothing(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog)
+    core.on_submitted(_sub("j1", "L1", 0))
+    assert core.on_completed(_done("j1", "L1", 1, "H100-SXM", None)) is True
+    assert core.model.learned == 0 and core.priors == {}
+
+
+class _SerialisingStore(MutableMapping[str, Any]):
+    """A store that keeps serialised values, like a changelog-backed table: what is read is
+    a copy, so state only persists through ``store[key] = value``."""
+
+    def __init__(self, dumps: Callable[[Any], Any], loads: Callable[[Any], Any]) -> None:
+        self.data: dict[str, Any] = {}
+        self.dumps, self.loads = dumps, loads
+
+    def __getitem__(self, key: str) -> Any:
+        return self.loads(self.data[key])
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.data[key] = self.dumps(value)
+
+    def __delitem__(self, key: str) -> None:
+        del self.data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+def test_state_lives_in_the_injected_mappings(hw_catalog: Catalog) -> None:
+    pending: dict[str, dict[str, Any]] = {}
+    priors: dict[str, dict[str, list[float]]] = {}
+    core = LeapCore(hw_catalog, pending=pending, priors=priors)
+    assert core.pending is pending and core.priors is priors
+    core.on_submitted(_sub("j1", "L1", 0))
+    assert set(pending) == {"j1"}
+    core.on_completed(_done("j1", "L1", 1, "H100-SXM", 20_000.0))
+    assert pending == {} and set(priors) == {"L1"}
+
+    # a fresh core given the same priors sees the lineage's measurement
+    fresh = LeapCore(hw_catalog, priors=priors)
+    value, source = _at(fresh.on_submitted(_sub("j2", "L1", 2)), "H100-SXM")
+    assert source == "lineage_prior" and value == pytest.approx(20_000.0, rel=1e-12)
+
+
+def test_a_restarted_core_completes_what_its_predecessor_ranked(hw_catalog: Catalog) -> None:
+    pending = _SerialisingStore(pickle.dumps, pickle.loads)
+    priors = _SerialisingStore(json.dumps, json.loads)  # lineage state is JSON
+    before = LeapCore(hw_catalog, pending=pending, priors=priors)
+    before.on_submitted(_sub("j1", "L1", 0))
+    after = LeapCore(hw_catalog, pending=pending, priors=priors)  # the process restarted
+    assert after.on_completed(_done("j1", "L1", 1, "H100-SXM", 20_000.0)) is True
+    assert after.model.learned == 1 and len(pending) == 0
+    again = LeapCore(hw_catalog, pending=pending, priors=priors)
+    value, source = _at(again.on_submitted(_sub("j2", "L1", 2)), "H100-SXM")
+    assert source == "lineage_prior" and value == pytest.approx(20_000.0, rel=1e-12)
+    # a second attempt updates the stored state (written back, not mutated in a copy)
+    again.on_completed(_done("j2", "L1", 3, "H100-SXM", 22_000.0))
+    signature = config_signature(_sub("j2", "L1", 2))
+    assert priors["L1"][f"{signature}@H100-SXM"][2] == 2
+
+
+def test_hardware_missing_from_the_catalog_does_not_crash(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog)
+    ranking = core.on_submitted(_sub("j1", "L1", 0, ["H100-SXM", "Z9000"]))
+    i = ranking.hardware.index("Z9000")
+    assert not ranking.eligible[i] and np.isnan(ranking.predicted[i])
+    assert ranking.reasons(i) == "'Z9000' is not in the hardware catalog"
+    assert ranking.top == "H100-SXM"
+    # it ran on the unknown type anyway: matched, nothing to learn from
+    assert core.on_completed(_done("j1", "L1", 1, "Z9000", 5_000.0)) is True
+    assert core.model.learned == 0 and core.priors == {}
+
+
+def test_a_run_on_a_catalog_type_that_was_not_a_candidate_is_learned(
+    hw_catalog: Catalog,
+) -> None:
+    core = LeapCore(hw_catalog)
+    core.on_submitted(_sub("j1", "L1", 0, ["H100-SXM"]))
+    assert core.on_completed(_done("j1", "L1", 1, "MI300X", 30_000.0)) is True
+    assert core.model.learned == 1
+    value, source = _at(core.on_submitted(_sub("j2", "L1", 2)), "MI300X")
+    assert source == "lineage_prior" and value == pytest.approx(30_000.0, rel=1e-12)
+
+
+def test_every_catalog_type_when_no_candidates_are_named(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog)
+    core.on_submitted(_sub("j1", "L1", 0, None))
+    core.on_completed(_done("j1", "L1", 1, "MI300X", 30_000.0))
+    ranking = core.on_submitted(_sub("j2", "L1", 2, None))
+    assert ranking.hardware == hw_catalog.names
+    assert _at(ranking, "MI300X") == (pytest.approx(30_000.0, rel=1e-12), "lineage_prior")
+
+
+def _residual_after_repeat(hw_catalog: Catalog, candidates: list[str], hardware: str) -> float:
+    """Half-width of 'lineage_prior' after one repeat on ``hardware`` (1,000 then 1,100)."""
+    core = LeapCore(hw_catalog)
+    core.intervals = ConformalIntervals(min_samples=1)
+    core.on_submitted(_sub("j1", "L1", 0, [hardware]))
+    core.on_completed(_done("j1", "L1", 1, hardware, 1_000.0))
+    repeat = core.on_submitted(_sub("j2", "L1", 2, candidates))
+    assert _at(repeat, hardware) == (pytest.approx(1_000.0), "lineage_prior")
+    core.on_completed(_done("j2", "L1", 3, hardware, 1_100.0))
+    return core.intervals.halfwidth("lineage_prior")
+
+
+def test_a_completion_is_scored_against_its_own_candidates_prediction(
+    hw_catalog: Catalog,
+) -> None:
+    got = _residual_after_repeat(hw_catalog, ["nope", "MI300X"], "MI300X")
+    assert got == pytest.approx(math.log(1.1))
+
+
+def test_an_unknown_candidate_does_not_steal_the_first_catalog_types_slot(
+    hw_catalog: Catalog,
+) -> None:
+    first = hw_catalog.names[0]
+    got = _residual_after_repeat(hw_catalog, ["nope", first], first)
+    assert got == pytest.approx(math.log(1.1))
+
+
+def test_idle_lineages_are_forgotten_and_recent_ones_kept(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog)
+    for lineage, h in (("old", 0.0), ("recent", 24.0 * 50)):
+        core.on_submitted(_sub(f"{lineage}-1", lineage, h))
+        core.on_completed(_done(f"{lineage}-1", lineage, h + 1, TWO[0], 1000.0))
+    now_ms = hours(24.0 * 70).timestamp() * 1000.0
+
+    assert core.evict_idle_lineages(now_ms, max_idle_days=60) == 1
+    assert set(core.priors) == {"recent"}
+    assert core.evict_idle_lineages(now_ms, max_idle_days=60) == 0  # idempotent
+
+
+def test_a_forgotten_lineage_starts_over_without_its_prior(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog)
+    core.on_submitted(_sub("a1", "lin", 0))
+    core.on_completed(_done("a1", "lin", 1, TWO[0], 1000.0))
+    core.evict_idle_lineages(hours(24.0 * 90).timestamp() * 1000.0)
+
+    ranking = core.on_submitted(_sub("a2", "lin", 24.0 * 90))
+    assert _at(ranking, TWO[0])[1] != "lineage_prior"

@@ -1,0 +1,176 @@
+"""Tests of leap_stream.core.priors:
+
+exact-configuration entries, offsets, shrinkage, decay, JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from core_fixtures import hours, submitted_event
+
+from leap_stream.core.priors import (
+    CONFIG_FIELDS,
+    HALF_LIFE_DAYS,
+    LINEAGE_KEY,
+    SHRINK_SAME_HARDWARE,
+    SHRINK_TRANSFER,
+    LineageView,
+    config_signature,
+    latest,
+    lineage_offset,
+    lineage_view,
+    update_prior,
+)
+
+DAY_MS = 86_400_000.0
+INDEX = {"H100-SXM": 0, "MI300X": 1, "TPU-v5p": 2}
+SIG = config_signature(submitted_event("j1", "l1", hours(0)))
+
+
+def _view(state: dict[str, list[float]] | None, now_ms: float, signature: str = SIG) -> LineageView:
+    return lineage_view(state, INDEX, len(INDEX), signature, now_ms)
+
+
+def test_no_state_means_no_prior() -> None:
+    for state in (None, {}):
+        view = _view(state, 0.0)
+        assert view.offsets.tolist() == [0.0, 0.0, 0.0]
+        assert np.isnan(view.exact).all()
+        assert view.same_hardware.tolist() == [False, False, False]
+        assert lineage_offset(state, 0.0) == 0.0
+
+
+def test_a_repeat_is_predicted_from_its_own_measurement() -> None:
+    state = update_prior(None, "H100-SXM", SIG, log_throughput=math.log(20_000.0),
+                         residual=0.3, time_ms=0.0)  # fmt: skip
+    view = _view(state, 5 * DAY_MS)
+    # exactly the measurement, however old (a lone entry's decay cancels out)
+    assert view.exact[0] == pytest.approx(math.log(20_000.0), abs=1e-12)
+    assert np.isnan(view.exact[1:]).all()
+    assert view.same_hardware.tolist() == [True, False, False]
+
+
+def test_a_changed_configuration_has_no_exact_entry_but_keeps_the_offset() -> None:
+    state = update_prior(None, "H100-SXM", SIG, log_throughput=5.0, residual=0.2, time_ms=0.0)
+    other = config_signature(submitted_event("j2", "l1", hours(1), global_batch_size=1024))
+    assert other != SIG
+    view = _view(state, 0.0, other)
+    assert np.isnan(view.exact).all()
+    assert view.same_hardware.tolist() == [True, False, False]
+    assert view.offsets[0] == pytest.approx(0.2 / (1.0 + SHRINK_SAME_HARDWARE))
+
+
+def test_offsets_same_hardware_vs_transferred_with_their_shrinkage() -> None:
+    state = update_prior(None, "H100-SXM", SIG, log_throughput=5.0, residual=0.2, time_ms=0.0)
+    view = _view(state, 0.0)
+    same = 0.2 / (1.0 + SHRINK_SAME_HARDWARE)  # 0.190476
+    transferred = 0.2 / (1.0 + SHRINK_TRANSFER)  # 0.173913
+    assert view.offsets.tolist() == pytest.approx([same, transferred, transferred])
+    assert same > transferred  # less shrinkage where the lineage has measured
+    assert lineage_offset(state, 0.0) == pytest.approx(transferred)
+
+
+def test_the_lineage_wide_offset_pools_every_hardware() -> None:
+    state = update_prior(None, "H100-SXM", SIG, log_throughput=5.0, residual=0.2, time_ms=0.0)
+    update_prior(state, "MI300X", SIG, log_throughput=6.0, residual=-0.1, time_ms=0.0)
+    view = _view(state, 0.0)
+    pooled = (0.2 - 0.1) / (2.0 + SHRINK_TRANSFER)
+    assert view.offsets.tolist() == pytest.approx(
+        [0.2 / (1 + SHRINK_SAME_HARDWARE), -0.1 / (1 + SHRINK_SAME_HARDWARE), pooled]
+    )
+    assert view.exact[:2].tolist() == [5.0, 6.0]
+    assert view.same_hardware.tolist() == [True, True, False]
+
+
+def test_update_mutates_and_returns_the_given_state() -> None:
+    state: dict[str, list[float]] = {}
+    out = update_prior(state, "H100-SXM", SIG, log_throughput=5.0, residual=0.2, time_ms=7.0)
+    assert out is state
+    assert set(state) == {f"{SIG}@H100-SXM", "H100-SXM", LINEAGE_KEY}
+    assert state["H100-SXM"] == [0.2, 1.0, 1, 7.0]
+
+
+def test_offsets_decay_with_age() -> None:
+    state = update_prior(None, "H100-SXM", SIG, log_throughput=5.0, residual=0.2, time_ms=0.0)
+    half_life = HALF_LIFE_DAYS * DAY_MS
+    view = _view(state, half_life)
+    # the evidence halves: 0.2 x 0.5 / (1 x 0.5 + shrink)
+    assert view.offsets[0] == pytest.approx(0.1 / (0.5 + SHRINK_SAME_HARDWARE))
+    assert view.offsets[1] == pytest.approx(0.1 / (0.5 + SHRINK_TRANSFER))
+    assert lineage_offset(state, half_life) == pytest.approx(0.1 / (0.5 + SHRINK_TRANSFER))
+    # old evidence shrinks towards zero
+    assert abs(_view(state, 20 * half_life).offsets[0]) < 1e-4
+
+
+def test_recent_measurements_weigh_more() -> None:
+    half_life = HALF_LIFE_DAYS * DAY_MS
+    state = update_prior(None, "H100-SXM", SIG, log_throughput=5.0, residual=0.0, time_ms=0.0)
+    update_prior(state, "H100-SXM", SIG, log_throughput=6.0, residual=0.0, time_ms=half_life)
+    # (5 x 0.5 + 6) / (0.5 + 1): the older measurement counts half
+    assert _view(state, half_life).exact[0] == pytest.approx(8.5 / 1.5)
+    entry = state[f"{SIG}@H100-SXM"]
+    assert entry[2] == 2 and entry[3] == half_life
+
+
+def test_signature_covers_what_changes_throughput() -> None:
+    base = submitted_event("j1", "l1", hours(0))
+    for field, value in (
+        ("num_devices", 16), ("global_batch_size", 1024), ("precision", "fp16"),
+        ("seq_len", 2048), ("tensor_parallel", 2), ("pipeline_parallel", 2),
+        ("framework", "jax"),
+    ):  # fmt: skip
+        assert config_signature({**base, field: value}) != SIG, field
+    # ids and times are not part of the run's configuration
+    same = {**base, "job_id": "j9", "event_id": "x", "event_time": hours(99)}
+    assert config_signature(same) == SIG
+
+
+def test_state_round_trips_through_json() -> None:
+    state = update_prior(None, "H100-SXM", SIG, log_throughput=5.0, residual=0.2, time_ms=1e12)
+    update_prior(state, "MI300X", SIG, log_throughput=6.0, residual=-0.1, time_ms=1e12 + 3e8)
+    update_prior(state, "H100-SXM", SIG, log_throughput=5.1, residual=0.25, time_ms=1e12 + 9e8)
+    copy = json.loads(json.dumps(state))
+    assert copy == state
+    now = 1e12 + 5 * DAY_MS
+    a, b = _view(state, now), _view(copy, now)
+    np.testing.assert_array_equal(a.offsets, b.offsets)
+    np.testing.assert_array_equal(a.exact, b.exact)
+    np.testing.assert_array_equal(a.same_hardware, b.same_hardware)
+    # and keeps accumulating after the round trip exactly as before it
+    update_prior(copy, "TPU-v5p", SIG, log_throughput=4.0, residual=0.0, time_ms=now)
+    update_prior(state, "TPU-v5p", SIG, log_throughput=4.0, residual=0.0, time_ms=now)
+    assert json.loads(json.dumps(state)) == copy
+
+
+def test_the_latest_attempt_keeps_its_configuration_for_a_fresh_residual() -> None:
+    job = submitted_event("j1", "l1", hours(0))
+    state = update_prior(
+        None, "MI300X", SIG, log_throughput=5.0, residual=0.4, time_ms=0.0, config=job
+    )
+    hardware, log_throughput, config = latest(state)
+    assert (hardware, log_throughput) == ("MI300X", 5.0)
+    assert config == {key: job[key] for key in CONFIG_FIELDS}
+    assert json.loads(json.dumps(state)) == state  # still a plain, JSON-able state
+
+
+def test_a_fresh_residual_replaces_the_stale_ones() -> None:
+    job = submitted_event("j1", "l1", hours(0))
+    state = update_prior(
+        None, "MI300X", SIG, log_throughput=5.0, residual=0.4, time_ms=0.0, config=job
+    )
+    stale = lineage_view(state, INDEX, len(INDEX), "other-config", 0.0)
+    fresh = lineage_view(state, INDEX, len(INDEX), "other-config", 0.0, latest_residual=0.1)
+    # stale: the residual of its day, shrunk; fresh: the residual against today's model
+    assert stale.offsets[INDEX["MI300X"]] == pytest.approx(0.4 / (1 + SHRINK_SAME_HARDWARE))
+    assert fresh.offsets[INDEX["MI300X"]] == pytest.approx(0.1 / (1 + SHRINK_SAME_HARDWARE))
+    assert fresh.offsets[INDEX["H100-SXM"]] == pytest.approx(0.1 / (1 + SHRINK_TRANSFER))
+    assert fresh.same_hardware.tolist() == [False, True, False]
+
+
+def test_no_latest_attempt_without_state() -> None:
+    assert latest(None) is None
+    assert latest({}) is None

@@ -1,0 +1,492 @@
+"""The event contract (schemas/*.avsc) and its single-object codec."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime as dt
+import json
+import pickle
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from fastavro.schema import to_parsing_canonical_form
+
+from leap_stream.core.events import FRAMEWORKS, HISTORY_SCHEMA, PRECISIONS, STATUSES
+from leap_stream.data import codec as codec_module
+from leap_stream.data.codec import MARKER, AvroCodec, CodecError, decode, default_codec, encode
+
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
+EVENT_SCHEMAS = ("JobSubmitted", "JobCompleted", "HardwareRanking", "ModelSnapshot", "DeadLetter")
+T0 = dt.datetime(2024, 5, 1, 12, 30, 15, 123000, tzinfo=dt.UTC)
+
+
+def _crc64_avro(data: bytes) -> int:
+    """CRC-64-AVRO written out from the Avro spec ("Schema Fingerprints"), as a reference."""
+    empty = 0xC15D213AA4D7A795
+    table = []
+    for i in range(256):
+        fp = i
+        for _ in range(8):
+            fp = (fp >> 1) ^ (empty & -(fp & 1))
+        table.append(fp)
+    fp = empty
+    for byte in data:
+        fp = (fp >> 8) ^ table[(fp ^ byte) & 0xFF]
+    return fp
+
+
+def _candidate(i: int, eligible: bool = True) -> dict[str, Any]:
+    throughput = 950.0 - 37.5 * i
+    price = 2.25 + 0.5 * i
+    return {
+        "hardware_type": f"hw-{i:02d}",
+        "rank": i + 1 if eligible else None,
+        "eligible": eligible,
+        "ineligible_reason": None if eligible else "needs 80 GiB per device, has 24 GiB",
+        "predicted_throughput": throughput if eligible else None,
+        "throughput_lower": throughput * 0.9 if eligible else None,
+        "throughput_upper": throughput * 1.1 if eligible else None,
+        "price_per_device_hour": price,
+        "predicted_cost_per_1k_samples": (64 * price / 3600) / throughput * 1000
+        if eligible
+        else None,
+        "source": "model" if i % 2 else "lineage_prior",
+    }
+
+
+# One realistic record of each event type, every field present, in the shape decode returns.
+RECORDS: dict[str, dict[str, Any]] = {
+    "JobSubmitted": {
+        "event_id": "6f1c2a9e-3b7d-4c55-9e21-0d8f4b7a1c33",
+        "event_time": T0,
+        "job_id": "job-000123-a2",
+        "lineage_id": "lin-000123",
+        "model_type": "llama-7b",
+        "model_family": "decoder",
+        "framework": "pytorch",
+        "param_count": 6_738_415_616,
+        "global_batch_size": 512,
+        "seq_len": 4096,
+        "precision": "bf16",
+        "num_devices": 64,
+        "tensor_parallel": 8,
+        "pipeline_parallel": 2,
+        "requested_hardware": "hw-03",
+        "candidate_hardware": ["hw-00", "hw-01", "hw-03", "hw-07"],
+    },
+    "JobCompleted": {
+        "event_id": "0b9d7e2f-8a14-4f6e-b3c1-5e2a9d0c7f48",
+        "event_time": T0 + dt.timedelta(hours=7, minutes=3),
+        "job_id": "job-000123-a2",
+        "lineage_id": "lin-000123",
+        "hardware_type": "hw-01",
+        "num_devices": 64,
+        "status": "succeeded",
+        "throughput": 812.4375,
+        "steps": 25_000,
+    },
+    "HardwareRanking": {
+        "event_id": "c4e8a1d2-7f3b-4e9a-8c6d-2b1f0e9d8a77",
+        "event_time": T0 + dt.timedelta(milliseconds=42),
+        "job_id": "job-000123-a2",
+        "lineage_id": "lin-000123",
+        "model_version": "online-2024-05-01T12:00:00Z-1842",
+        "abstained": False,
+        "abstain_reason": None,
+        "candidates": [_candidate(i) for i in range(22)] + [_candidate(22, eligible=False)],
+    },
+    "ModelSnapshot": {
+        "event_id": "9a7b6c5d-4e3f-4a1b-9c8d-7e6f5a4b3c2d",
+        "event_time": T0 + dt.timedelta(minutes=5),
+        "model_version": "online-2024-05-01T12:00:00Z-1842",
+        "model_kind": "online",
+        "trained_on_events": 1842,
+        "library_versions": {"python": "3.11.9", "river": "0.26.1", "numpy": "2.4.0"},
+        "metrics": {"mape": 0.137, "interval_coverage": 0.902},
+        "payload_format": "pickle",
+        "payload": pickle.dumps({"weights": [0.25, -1.5, 3.0], "intercept": 7.0}),
+    },
+    "DeadLetter": {
+        "event_id": "5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a",
+        "event_time": T0 + dt.timedelta(seconds=3),
+        "source_topic": "job-completed",
+        "partition": 3,
+        "offset": 1_048_576,
+        "key": b"lin-000123",
+        "payload": b'{"job_id": "job-000123-a2"}',
+        "error_type": "CodecError",
+        "reason": "wrong marker 7b 22: not Avro single-object encoding (expected c3 01)",
+    },
+}
+
+
+def _schema(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMA_DIR / f"{name}.avsc").read_text())
+
+
+def _job_submitted_v2() -> dict[str, Any]:
+    """JobSubmitted as a later release would evolve it: one added field, with a default."""
+    v2 = _schema("JobSubmitted")
+    v2["fields"].append(
+        {
+            "name": "activation_checkpointing",
+            "type": "boolean",
+            "default": False,
+            "doc": "Whether activations are recomputed in the backward pass.",
+        }
+    )
+    return v2
+
+
+@pytest.fixture(scope="module")
+def codec() -> AvroCodec:
+    return AvroCodec()
+
+
+@pytest.fixture()
+def job_submitted_bytes(codec: AvroCodec) -> bytes:
+    return codec.encode("JobSubmitted", RECORDS["JobSubmitted"])
+
+
+# --- round trips -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", EVENT_SCHEMAS)
+def test_every_event_type_round_trips(codec: AvroCodec, name: str) -> None:
+    data = codec.encode(name, RECORDS[name])
+    assert codec.writer_name(data) == f"leap.v1.{name}"
+    assert codec.decode(data) == RECORDS[name]
+
+
+def test_short_and_full_names_encode_alike(codec: AvroCodec) -> None:
+    record = RECORDS["JobCompleted"]
+    assert codec.encode("JobCompleted", record) == codec.encode("leap.v1.JobCompleted", record)
+
+
+def test_omitted_fields_with_defaults_decode_as_null(codec: AvroCodec) -> None:
+    record = {k: v for k, v in RECORDS["JobSubmitted"].items()}
+    for field in ("seq_len", "requested_hardware", "candidate_hardware"):
+        del record[field]
+    decoded = codec.decode(codec.encode("JobSubmitted", record))
+    assert (decoded["seq_len"], decoded["requested_hardware"], decoded["candidate_hardware"]) == (
+        None,
+        None,
+        None,
+    )
+
+
+def test_timestamps_accept_epoch_millis_and_come_back_utc_aware(codec: AvroCodec) -> None:
+    millis = int(T0.timestamp() * 1000)
+    record = {**RECORDS["JobCompleted"], "event_time": millis}
+    decoded = codec.decode(codec.encode("JobCompleted", record))
+    assert decoded["event_time"] == T0
+    assert decoded["event_time"].utcoffset() == dt.timedelta(0)
+
+
+def test_module_level_helpers_use_one_cached_codec() -> None:
+    assert default_codec() is default_codec()
+    data = encode("DeadLetter", RECORDS["DeadLetter"])
+    assert data == default_codec().encode("DeadLetter", RECORDS["DeadLetter"])
+    assert decode(data) == RECORDS["DeadLetter"]
+
+
+# --- the single-object header --------------------------------------------------------------------
+
+
+def test_reference_crc64_matches_the_spec_test_vector() -> None:
+    # The Avro projects' fingerprint tests pin the schema "int" at 0x7275d51a3f395c8f, whose
+    # single-object header is c3 01 8f 5c 39 3f 1a d5 75 72 (little-endian).
+    assert _crc64_avro(b'"int"') == 0x7275D51A3F395C8F
+    assert MARKER + _crc64_avro(b'"int"').to_bytes(8, "little") == bytes.fromhex(
+        "c3018f5c393f1ad57572"
+    )
+
+
+def test_header_is_marker_then_little_endian_crc64_of_the_canonical_form() -> None:
+    codec = AvroCodec()
+    # Docs, defaults, logical types and the separate namespace all drop out of the canonical form.
+    tiny = {
+        "type": "record",
+        "name": "Tiny",
+        "namespace": "leap.v1",
+        "doc": "A tiny record.",
+        "fields": [
+            {
+                "name": "t",
+                "type": {"type": "long", "logicalType": "timestamp-millis"},
+                "doc": "A time.",
+            }
+        ],
+    }
+    canonical = b'{"name":"leap.v1.Tiny","type":"record","fields":[{"name":"t","type":"long"}]}'
+    expected = _crc64_avro(canonical)
+    assert codec.register(tiny) == expected
+    data = codec.encode("Tiny", {"t": 0})
+    assert data == MARKER + expected.to_bytes(8, "little") + b"\x00"
+
+
+@pytest.mark.parametrize("name", EVENT_SCHEMAS)
+def test_every_event_header_carries_its_schema_fingerprint(codec: AvroCodec, name: str) -> None:
+    canonical = to_parsing_canonical_form(_schema(name)).encode()
+    data = codec.encode(name, RECORDS[name])
+    assert data[:10] == MARKER + _crc64_avro(canonical).to_bytes(8, "little")
+
+
+# --- evolution: add fields with defaults only ----------------------------------------------------
+
+
+def test_old_bytes_decode_with_the_new_reader_filling_the_default(
+    codec: AvroCodec, job_submitted_bytes: bytes
+) -> None:
+    decoded = codec.decode(job_submitted_bytes, reader=_job_submitted_v2())
+    assert decoded == {**RECORDS["JobSubmitted"], "activation_checkpointing": False}
+
+
+def test_new_bytes_decode_with_the_old_reader_dropping_the_new_field(tmp_path: Path) -> None:
+    # The new release: the same schema directory, with JobSubmitted at v2.
+    for path in SCHEMA_DIR.glob("*.avsc"):
+        shutil.copy(path, tmp_path / path.name)
+    v2 = _job_submitted_v2()
+    (tmp_path / "JobSubmitted.avsc").write_text(json.dumps(v2))
+    new = AvroCodec(tmp_path)
+    new_bytes = new.encode(
+        "JobSubmitted", {**RECORDS["JobSubmitted"], "activation_checkpointing": True}
+    )
+    assert new.decode(new_bytes)["activation_checkpointing"] is True
+
+    old = AvroCodec()
+    # The old reader must know the new writer schema first: that is the rollout order.
+    with pytest.raises(CodecError, match="unknown writer schema fingerprint"):
+        old.decode(new_bytes)
+    old.register(v2)
+    assert old.decode(new_bytes) == RECORDS["JobSubmitted"]
+    # Registering a writer schema does not change what the old codec writes.
+    assert (
+        old.encode("JobSubmitted", RECORDS["JobSubmitted"])[:10]
+        == (AvroCodec().encode("JobSubmitted", RECORDS["JobSubmitted"])[:10])
+    )
+
+
+def test_a_field_added_without_default_breaks_old_bytes(
+    codec: AvroCodec, job_submitted_bytes: bytes
+) -> None:
+    # Why the rule says "with defaults": the new reader has nothing to fill the field with.
+    broken = _job_submitted_v2()
+    del broken["fields"][-1]["default"]
+    with pytest.raises(CodecError, match="activation_checkpointing"):
+        codec.decode(job_submitted_bytes, reader=broken)
+
+
+def test_reading_into_another_record_is_refused_in_one_line(
+    codec: AvroCodec, job_submitted_bytes: bytes
+) -> None:
+    with pytest.raises(CodecError) as info:
+        codec.decode(job_submitted_bytes, reader="JobCompleted")
+    assert str(info.value) == "cannot read a leap.v1.JobSubmitted message as leap.v1.JobCompleted"
+
+
+# --- corrupt bytes -------------------------------------------------------------------------------
+
+
+def test_wrong_marker(codec: AvroCodec, job_submitted_bytes: bytes) -> None:
+    with pytest.raises(CodecError, match=r"wrong marker 7b 22: not Avro single-object encoding"):
+        codec.decode(b'{"job_id": "job-000123-a2", "lineage_id": "lin-000123"}')
+    with pytest.raises(CodecError, match="wrong marker c3 02"):
+        codec.decode(b"\xc3\x02" + job_submitted_bytes[2:])
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 9])
+def test_truncated_header(codec: AvroCodec, job_submitted_bytes: bytes, size: int) -> None:
+    with pytest.raises(CodecError, match=f"truncated header: .* needs 10 header bytes, got {size}"):
+        codec.decode(job_submitted_bytes[:size])
+
+
+def test_every_truncated_body_is_reported_as_truncated(
+    codec: AvroCodec, job_submitted_bytes: bytes
+) -> None:
+    for size in range(10, len(job_submitted_bytes)):
+        with pytest.raises(CodecError, match=r"truncated body of leap\.v1\.JobSubmitted"):
+            codec.decode(job_submitted_bytes[:size])
+
+
+def test_unknown_fingerprint(codec: AvroCodec, job_submitted_bytes: bytes) -> None:
+    data = MARKER + (0x0123456789ABCDEF).to_bytes(8, "little") + job_submitted_bytes[10:]
+    with pytest.raises(CodecError, match="unknown writer schema fingerprint 0x0123456789abcdef"):
+        codec.decode(data)
+    with pytest.raises(CodecError, match="unknown writer schema fingerprint"):
+        codec.writer_name(data)
+
+
+def test_garbage_body(codec: AvroCodec, job_submitted_bytes: bytes) -> None:
+    # event_id claims 2 bytes, which are not UTF-8.
+    data = job_submitted_bytes[:10] + b"\x04\xff\xfe" + job_submitted_bytes[12:]
+    with pytest.raises(
+        CodecError, match=r"corrupt body of leap\.v1\.JobSubmitted: UnicodeDecodeError: "
+    ):
+        codec.decode(data)
+
+
+def test_bad_union_branch(codec: AvroCodec) -> None:
+    record = {**RECORDS["JobCompleted"], "status": "failed", "throughput": None}
+    data = codec.encode("JobCompleted", record)
+    branch = len(data) - 4  # [null, double] branch 0, then `steps` (25000: 3 bytes)
+    assert data[branch] == 0
+    corrupt = data[:branch] + b"\x0a" + data[branch + 1 :]  # branch 5 of a 2-branch union
+    with pytest.raises(CodecError, match=r"corrupt body of leap\.v1\.JobCompleted: IndexError"):
+        codec.decode(corrupt)
+
+
+def test_trailing_bytes(codec: AvroCodec, job_submitted_bytes: bytes) -> None:
+    with pytest.raises(CodecError, match=r"corrupt body of .*: 3 trailing byte\(s\) after the"):
+        codec.decode(job_submitted_bytes + b"\x00\x00\x00")
+
+
+@pytest.mark.parametrize("name", EVENT_SCHEMAS)
+def test_random_bodies_decode_or_raise_codec_error_only(codec: AvroCodec, name: str) -> None:
+    header = codec.encode(name, RECORDS[name])[:10]
+    rng = random.Random(20240501)
+    for _ in range(500):
+        body = rng.randbytes(rng.randrange(0, 200))
+        with contextlib.suppress(CodecError):  # anything else escapes and fails the test
+            codec.decode(header + body)
+
+
+# --- records that do not fit on encode -----------------------------------------------------------
+
+
+def test_missing_required_field_names_it(codec: AvroCodec) -> None:
+    record = {k: v for k, v in RECORDS["JobCompleted"].items() if k != "hardware_type"}
+    with pytest.raises(
+        CodecError, match=r"record does not fit leap\.v1\.JobCompleted: .*hardware_type"
+    ):
+        codec.encode("JobCompleted", record)
+
+
+def test_missing_field_of_a_nested_candidate_names_it(codec: AvroCodec) -> None:
+    record = copy.deepcopy(RECORDS["HardwareRanking"])
+    del record["candidates"][4]["eligible"]
+    with pytest.raises(CodecError, match="eligible"):
+        codec.encode("HardwareRanking", record)
+
+
+def test_unknown_field_is_refused_not_dropped(codec: AvroCodec) -> None:
+    record = {**RECORDS["JobSubmitted"], "seqlen": 2048}
+    with pytest.raises(CodecError, match="seqlen"):
+        codec.encode("JobSubmitted", record)
+
+
+def test_wrong_type_names_the_field(codec: AvroCodec) -> None:
+    record = {**RECORDS["JobCompleted"], "num_devices": "64"}
+    with pytest.raises(CodecError, match="num_devices"):
+        codec.encode("JobCompleted", record)
+
+
+def test_unknown_record_name_and_non_dict(codec: AvroCodec) -> None:
+    with pytest.raises(
+        CodecError, match=r"unknown record name 'JobStarted'; known: .*JobSubmitted"
+    ):
+        codec.encode("JobStarted", {})
+    with pytest.raises(CodecError, match="must be a dict, got list"):
+        codec.encode("JobCompleted", [])
+
+
+def test_empty_schema_dir(tmp_path: Path) -> None:
+    with pytest.raises(CodecError, match=r"no \*\.avsc files in"):
+        AvroCodec(tmp_path)
+
+
+def test_default_schema_dir_is_the_repository_one() -> None:
+    assert codec_module.default_schema_dir() == SCHEMA_DIR
+
+
+# --- the schema files themselves -----------------------------------------------------------------
+
+
+def _records_in(schema: Any) -> list[dict[str, Any]]:
+    """Every record schema defined in ``schema``, nested ones included."""
+    if isinstance(schema, list):
+        return [r for branch in schema for r in _records_in(branch)]
+    if not isinstance(schema, dict):
+        return []
+    found = []
+    if schema.get("type") == "record":
+        found.append(schema)
+        for field in schema["fields"]:
+            found += _records_in(field["type"])
+    found += _records_in(schema.get("items")) + _records_in(schema.get("values"))
+    return found
+
+
+def test_the_five_event_schemas_exist_one_record_per_file() -> None:
+    for name in EVENT_SCHEMAS:
+        schema = _schema(name)
+        assert (schema["name"], schema["namespace"]) == (name, "leap.v1")
+
+
+@pytest.mark.parametrize("path", sorted(SCHEMA_DIR.glob("*.avsc")), ids=lambda p: p.name)
+def test_every_record_and_field_has_a_doc(path: Path) -> None:
+    records = _records_in(json.loads(path.read_text()))
+    assert records
+    for record in records:
+        assert record.get("doc", "").strip(), f"{path.name}: record {record['name']} has no doc"
+        for field in record["fields"]:
+            assert field.get("doc", "").strip(), (
+                f"{path.name}: field {record['name']}.{field['name']} has no doc"
+            )
+
+
+def test_candidate_score_is_nested_in_hardware_ranking() -> None:
+    names = [r["name"] for r in _records_in(_schema("HardwareRanking"))]
+    assert names == ["HardwareRanking", "CandidateScore"]
+
+
+_ARROW_OF_AVRO = {
+    "string": pa.string(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "double": pa.float64(),
+}
+
+
+def _arrow_type(avro_type: Any) -> pa.DataType:
+    if isinstance(avro_type, list):  # [null, T]
+        (inner,) = [t for t in avro_type if t != "null"]
+        return _arrow_type(inner)
+    if isinstance(avro_type, dict):
+        if avro_type.get("logicalType") == "timestamp-millis":
+            return pa.timestamp("ms", tz="UTC")
+        if avro_type["type"] == "array":
+            return pa.list_(_arrow_type(avro_type["items"]))
+    return _ARROW_OF_AVRO[avro_type]
+
+
+def test_job_events_match_the_history_table_columns() -> None:
+    columns = {f.name: f.type for f in HISTORY_SCHEMA}
+    seen = {"event_type"}
+    for name in ("JobSubmitted", "JobCompleted"):
+        for field in _schema(name)["fields"]:
+            assert field["name"] in columns, f"{name}.{field['name']} is not a history column"
+            assert _arrow_type(field["type"]) == columns[field["name"]], f"{name}.{field['name']}"
+            seen.add(field["name"])
+    assert seen == set(columns)
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "allowed"),
+    [
+        ("JobSubmitted", "precision", PRECISIONS),
+        ("JobSubmitted", "framework", FRAMEWORKS),
+        ("JobCompleted", "status", STATUSES),
+    ],
+)
+def test_documented_allowed_values_match_the_enumerations(
+    name: str, field: str, allowed: tuple[str, ...]
+) -> None:
+    (doc,) = [f["doc"] for f in _schema(name)["fields"] if f["name"] == field]
+    listed = doc.split("Allowed values:")[1].strip().rstrip(".")
+    assert tuple(v.strip() for v in listed.split(",")) == allowed

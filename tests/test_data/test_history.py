@@ -1,0 +1,459 @@
+"""Tests of leap_stream.data.history:
+
+round trips through every format, and one broken file per rule.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from leap_stream.core.events import HISTORY_SCHEMA, ORACLE_SCHEMA
+from leap_stream.data.history import (
+    COMPLETED_FIELDS,
+    SUBMITTED_FIELDS,
+    HistoryError,
+    events_to_table,
+    iter_events,
+    iter_oracle,
+    read_history_batches,
+    read_oracle_batches,
+    write_history,
+    write_oracle,
+)
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+FORMATS = ["parquet", "csv", "avro"]
+T0 = datetime(2025, 9, 3, 10, 15, 0, 123_000, tzinfo=UTC)
+
+
+def _submitted(i: int, job: str, lineage: str, minutes: int, **overrides: Any) -> dict[str, Any]:
+    event = {
+        "event_id": f"e{i}",
+        "event_time": T0 + timedelta(minutes=minutes),
+        "job_id": job,
+        "lineage_id": lineage,
+        "model_type": "gpt-1.3b",
+        "model_family": "decoder-transformer",
+        "framework": "pytorch",
+        "param_count": 1_300_000_000,
+        "global_batch_size": 512,
+        "seq_len": 2048,
+        "precision": "bf16",
+        "num_devices": 8,
+        "tensor_parallel": 2,
+        "pipeline_parallel": 1,
+        "requested_hardware": None,
+        "candidate_hardware": ["h100-80g", "mi300x", "tpu-v5e"],
+    }
+    event.update(overrides)
+    return event
+
+
+def _completed(i: int, job: str, lineage: str, minutes: int, **overrides: Any) -> dict[str, Any]:
+    event = {
+        "event_id": f"e{i}",
+        "event_time": T0 + timedelta(minutes=minutes),
+        "job_id": job,
+        "lineage_id": lineage,
+        "hardware_type": "h100-80g",
+        "num_devices": 8,
+        "status": "succeeded",
+        "throughput": 1234.5,
+        "steps": 1000,
+    }
+    event.update(overrides)
+    return event
+
+
+# Two lineages: l1 is preempted then retried as j2; l2 (a CNN, no seq_len) fails. Rows 0-6.
+EVENTS: list[tuple[str, dict[str, Any]]] = [
+    ("submitted", _submitted(0, "j1", "l1", 0)),
+    (
+        "submitted",
+        _submitted(
+            1,
+            "j3",
+            "l2",
+            1,
+            model_type="resnet-50",
+            model_family="cnn",
+            framework="jax",
+            param_count=25_600_000,
+            seq_len=None,
+            precision="fp32",
+            num_devices=4,
+            tensor_parallel=1,
+            requested_hardware="mi300x",
+            candidate_hardware=None,
+        ),
+    ),
+    ("completed", _completed(2, "j1", "l1", 30, status="preempted", throughput=None, steps=120)),
+    ("submitted", _submitted(3, "j2", "l1", 30)),
+    (
+        "completed",
+        _completed(
+            4,
+            "j3",
+            "l2",
+            45,
+            hardware_type="mi300x",
+            num_devices=4,
+            status="failed",
+            throughput=None,
+            steps=0,
+        ),
+    ),
+    ("completed", _completed(5, "j2", "l1", 90, throughput=2345.25)),
+    ("submitted", _submitted(6, "j4", "l1", 90, precision="fp8", requested_hardware="h100-80g")),
+]
+
+
+@pytest.fixture
+def table() -> pa.Table:
+    return events_to_table(EVENTS)
+
+
+def _nullable(table: pa.Table) -> pa.Table:
+    return table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
+
+
+def _write_unchecked(table: pa.Table, path: Path) -> None:
+    """Write ``table`` in the format of ``path`` without any validation (to make broken files)."""
+    if path.suffix == ".parquet":
+        pq.write_table(_nullable(table), path)
+    elif path.suffix == ".csv":
+        arrays = [
+            pc.strftime(col, format="%Y-%m-%dT%H:%M:%SZ")
+            if pa.types.is_timestamp(col.type)
+            else pc.binary_join(col, ";")
+            if pa.types.is_list(col.type)
+            else col
+            for col in table.columns
+        ]
+        pacsv.write_csv(pa.table(arrays, names=table.column_names), path)
+    else:
+        schema = fastavro.parse_schema(json.loads((SCHEMAS / "HistoryRow.avsc").read_text()))
+        with open(path, "wb") as fo:
+            fastavro.writer(fo, schema, table.to_pylist())
+
+
+def _replace(table: pa.Table, column: str, row: int, value: Any) -> pa.Table:
+    values = table.column(column).to_pylist()
+    values[row] = value
+    index = table.schema.get_field_index(column)
+    return table.set_column(index, column, pa.array(values, table.schema.field(column).type))
+
+
+def _read_all(path: Path, batch_rows: int = 65_536) -> pa.Table:
+    return pa.concat_tables(read_history_batches(path, batch_rows))
+
+
+# ---------------------------------------------------------------------------- round trips
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".avro", ".csv.gz"])
+def test_history_round_trips(tmp_path: Path, table: pa.Table, suffix: str) -> None:
+    path = tmp_path / f"history{suffix}"
+    assert write_history([table.slice(0, 3), table.slice(3)], path) == len(EVENTS)
+
+    assert _read_all(path).equals(table)
+    assert [b.num_rows for b in read_history_batches(path, batch_rows=3)] == [3, 3, 1]
+    events = list(iter_events(path, batch_rows=2))
+    assert events == EVENTS
+    for kind, event in events:
+        assert tuple(event) == (SUBMITTED_FIELDS if kind == "submitted" else COMPLETED_FIELDS)
+        assert event["event_time"].utcoffset() == timedelta(0)
+    assert events_to_table(events).equals(table)
+
+
+def test_write_history_accepts_dataframes(tmp_path: Path, table: pa.Table) -> None:
+    frame = table.to_pandas()
+    path = tmp_path / "history.parquet"
+    assert write_history([frame.iloc[:4], frame.iloc[4:]], path) == len(EVENTS)
+    assert _read_all(path).equals(table)
+
+
+def test_csv_layout_is_iso_times_and_joined_candidates(tmp_path: Path, table: pa.Table) -> None:
+    path = tmp_path / "history.csv"
+    write_history([table], path)
+    with open(path, newline="") as fo:
+        reader = csv.DictReader(fo)
+        assert reader.fieldnames == list(HISTORY_SCHEMA.names)
+        row0, row1 = next(reader), next(reader)
+    assert row0["event_time"] == "2025-09-03T10:15:00.123Z"
+    assert row0["candidate_hardware"] == "h100-80g;mi300x;tpu-v5e"
+    assert row1["candidate_hardware"] == row1["seq_len"] == ""
+
+
+def test_csv_reads_zone_offsets_as_utc_and_ignores_extra_columns(
+    tmp_path: Path, table: pa.Table
+) -> None:
+    path = tmp_path / "history.csv"
+    write_history([table], path)
+    lines = path.read_text().splitlines()
+    lines = [f"{line},cluster-{i}" for i, line in enumerate(lines)]
+    lines[1] = lines[1].replace("2025-09-03T10:15:00.123Z", "2025-09-03T12:15:00.123+02:00")
+    path.write_text("\n".join(lines) + "\n")
+    assert _read_all(path).equals(table)
+
+
+def test_avro_file_uses_the_history_row_schema(tmp_path: Path, table: pa.Table) -> None:
+    path = tmp_path / "history.avro"
+    write_history([table], path)
+    with open(path, "rb") as fo:
+        reader = fastavro.reader(fo)
+        assert reader.writer_schema["name"] == "leap.v1.HistoryRow"
+        first = next(reader)
+    assert first["event_time"] == EVENTS[0][1]["event_time"]
+    assert first["candidate_hardware"] == EVENTS[0][1]["candidate_hardware"]
+
+
+def test_history_row_avsc_matches_history_schema() -> None:
+    avsc = json.loads((SCHEMAS / "HistoryRow.avsc").read_text())
+    assert f"{avsc['namespace']}.{avsc['name']}" == "leap.v1.HistoryRow"
+    assert [f["name"] for f in avsc["fields"]] == list(HISTORY_SCHEMA.names)
+    primitive = {
+        pa.string(): "string",
+        pa.int32(): "int",
+        pa.int64(): "long",
+        pa.float64(): "double",
+        pa.list_(pa.string()): {"type": "array", "items": "string"},
+        pa.timestamp("ms", tz="UTC"): {"type": "long", "logicalType": "timestamp-millis"},
+    }
+    for avro_field, arrow_field in zip(avsc["fields"], HISTORY_SCHEMA, strict=True):
+        assert avro_field["doc"].strip(), avro_field["name"]
+        expected = primitive[arrow_field.type]
+        if arrow_field.nullable:
+            assert avro_field["type"] == ["null", expected], avro_field["name"]
+            assert "default" in avro_field and avro_field["default"] is None
+        else:
+            assert avro_field["type"] == expected, avro_field["name"]
+
+
+def test_empty_history_round_trips(tmp_path: Path) -> None:
+    for fmt in FORMATS:
+        path = tmp_path / f"history.{fmt}"
+        assert write_history([], path) == 0
+        assert list(iter_events(path)) == []
+
+
+# ---------------------------------------------------------------------------- broken files
+
+
+def test_unknown_precision_in_csv(tmp_path: Path, table: pa.Table) -> None:
+    path = tmp_path / "history.csv"
+    write_history([table], path)
+    lines = path.read_text().splitlines()
+    lines[4] = lines[4].replace('"bf16"', "bf32")  # data row 3
+    path.write_text("\n".join(lines) + "\n")
+    expected = "history.csv row 3, column 'precision': 'bf32' is not one of fp32|bf16|fp16|fp8"
+    with pytest.raises(HistoryError, match=re.escape(expected)):
+        _read_all(path)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_missing_required_column(tmp_path: Path, table: pa.Table, fmt: str) -> None:
+    path = tmp_path / f"history.{fmt}"
+    broken = table.drop_columns(["precision"])
+    if fmt == "avro":  # the Avro writer needs every field of its schema: archive without one
+        schema = json.loads((SCHEMAS / "HistoryRow.avsc").read_text())
+        schema["fields"] = [f for f in schema["fields"] if f["name"] != "precision"]
+        with open(path, "wb") as fo:
+            fastavro.writer(fo, fastavro.parse_schema(schema), broken.to_pylist())
+    else:
+        _write_unchecked(broken, path)
+    expected = r"history\.\w+: missing required column\(s\) 'precision'"
+    with pytest.raises(HistoryError, match=expected):
+        _read_all(path)
+
+
+def test_throughput_on_a_failed_attempt(tmp_path: Path, table: pa.Table) -> None:
+    path = tmp_path / "history.parquet"
+    _write_unchecked(_replace(table, "throughput", 4, 99.0), path)
+    expected = r"row 4, column 'throughput': 99\.0 is set on an attempt that did not succeed"
+    with pytest.raises(HistoryError, match=expected):
+        _read_all(path)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_time_going_backwards_across_a_batch_boundary(
+    tmp_path: Path, table: pa.Table, fmt: str
+) -> None:
+    # Row 4 goes back before row 3; with batch_rows=4 they sit in different batches, and each
+    # batch on its own is in order.
+    path = tmp_path / f"history.{fmt}"
+    _write_unchecked(_replace(table, "event_time", 4, T0 + timedelta(minutes=10)), path)
+    expected = (
+        "row 4, column 'event_time': 2025-09-03T10:25:00.123Z is earlier than the previous "
+        "row's 2025-09-03T10:45:00.123Z"
+    )
+    with pytest.raises(HistoryError, match=re.escape(expected)):
+        _read_all(path, batch_rows=4)
+    with pytest.raises(HistoryError, match=re.escape(expected)):  # and within one batch
+        _read_all(path)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_non_positive_num_devices(tmp_path: Path, table: pa.Table, fmt: str) -> None:
+    path = tmp_path / f"history.{fmt}"
+    _write_unchecked(_replace(table, "num_devices", 5, 0), path)
+    with pytest.raises(HistoryError, match=r"row 5, column 'num_devices': 0 is not a positive"):
+        _read_all(path, batch_rows=2)
+
+
+def test_bad_timestamp_in_csv(tmp_path: Path, table: pa.Table) -> None:
+    path = tmp_path / "history.csv"
+    write_history([table], path)
+    text = path.read_text().replace("2025-09-03T10:16:00.123Z", "2025-09-03 25:61")  # row 1
+    path.write_text(text)
+    expected = "history.csv row 1, column 'event_time': '2025-09-03 25:61' is not an ISO-8601 time"
+    with pytest.raises(HistoryError, match=re.escape(expected)):
+        _read_all(path)
+
+
+def test_time_without_zone_in_csv_is_rejected(tmp_path: Path, table: pa.Table) -> None:
+    path = tmp_path / "history.csv"
+    write_history([table], path)
+    path.write_text(path.read_text().replace("2025-09-03T10:16:00.123Z", "2025-09-03T10:16:00"))
+    with pytest.raises(HistoryError, match=r"row 1, column 'event_time'"):
+        _read_all(path)
+
+
+def test_text_in_an_integer_column_of_csv(tmp_path: Path, table: pa.Table) -> None:
+    path = tmp_path / "history.csv"
+    write_history([table], path)
+    lines = path.read_text().splitlines()
+    lines[7] = lines[7].replace(",512,", ',"lots",')  # data row 6
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(HistoryError, match=r"row 6, column 'global_batch_size': 'lots' is not"):
+        _read_all(path, batch_rows=4)
+
+
+@pytest.mark.parametrize(
+    ("row", "column", "value", "message"),
+    [
+        (0, "model_family", None, "is null on a submitted row"),
+        (2, "precision", "bf16", "'bf16' is set on a completed row"),
+        (2, "status", None, "is null on a completed row"),
+        (3, "steps", 5, "5 is set on a submitted row"),
+        (6, "event_type", "started", "'started' is not one of submitted|completed"),
+        (3, "framework", "mxnet", "'mxnet' is not one of pytorch|jax|tensorflow"),
+        (4, "status", "crashed", "'crashed' is not one of succeeded|failed|preempted"),
+        (5, "throughput", float("nan"), "nan is not a positive"),
+        (6, "tensor_parallel", -2, "-2 is not a positive"),
+        (3, "candidate_hardware", [], "is an empty list"),
+        (3, "candidate_hardware", ["h100-80g", ""], "['h100-80g', ''] has an empty entry"),
+        (5, "event_id", "e2", "'e2' repeats row 2"),
+        (1, "job_id", None, "is null; every row needs it"),
+    ],
+)
+def test_each_rule_names_row_and_column(
+    tmp_path: Path, table: pa.Table, row: int, column: str, value: Any, message: str
+) -> None:
+    path = tmp_path / "history.parquet"
+    _write_unchecked(_replace(table, column, row, value), path)
+    with pytest.raises(HistoryError, match=re.escape(f"row {row}, column {column!r}: {message}")):
+        _read_all(path)
+
+
+def test_unknown_extension(tmp_path: Path) -> None:
+    with pytest.raises(HistoryError, match=r"history\.json: unknown format"):
+        _read_all(tmp_path / "history.json")
+
+
+def test_write_history_refuses_a_broken_table_and_leaves_no_file(
+    tmp_path: Path, table: pa.Table
+) -> None:
+    path = tmp_path / "history.csv"
+    broken = _replace(table, "status", 4, "exploded")
+    with pytest.raises(HistoryError, match=r"history\.csv row 4, column 'status': 'exploded'"):
+        write_history([table.slice(0, 2), broken.slice(2)], path)  # row 2 of the second table
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_history_checks_order_across_tables(tmp_path: Path, table: pa.Table) -> None:
+    with pytest.raises(HistoryError, match=r"row 4, column 'event_time'"):  # row 0 of table 2
+        write_history([table.slice(3), table.slice(0, 3)], tmp_path / "history.avro")
+
+
+def test_events_to_table_rejects_an_unknown_event_type() -> None:
+    with pytest.raises(HistoryError, match=r"events row 1, column 'event_type': 'started'"):
+        events_to_table([EVENTS[0], ("started", EVENTS[1][1])])
+
+
+# ---------------------------------------------------------------------------- oracle
+
+ORACLE = pd.DataFrame(
+    {
+        "job_id": ["j1", "j1", "j1", "j3", "j3", "j2", "j2", "j2"],
+        "hardware_type": [
+            *("h100-80g", "mi300x", "tpu-v5e"),
+            *("h100-80g", "mi300x"),
+            *("h100-80g", "mi300x", "tpu-v5e"),
+        ],
+        "throughput": [1200.0, 1100.0, None, 300.0, 280.5, 1250.0, 1000.0, None],
+    }
+)
+ORACLE_JOBS = [
+    ("j1", {"h100-80g": 1200.0, "mi300x": 1100.0, "tpu-v5e": None}),
+    ("j3", {"h100-80g": 300.0, "mi300x": 280.5}),
+    ("j2", {"h100-80g": 1250.0, "mi300x": 1000.0, "tpu-v5e": None}),
+]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_oracle_groups_jobs_across_batch_boundaries(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / f"oracle.{fmt}"
+    assert write_oracle([ORACLE.iloc[:4], ORACLE.iloc[4:]], path) == len(ORACLE)
+    batches = list(read_oracle_batches(path, batch_rows=2))
+    assert [b.num_rows for b in batches] == [2, 2, 2, 2]
+    assert all(b.schema.equals(ORACLE_SCHEMA) for b in batches)
+    # batch_rows=2 splits j1 (rows 0-2) and j3 (rows 3-4) over two batches each
+    assert list(iter_oracle(path, batch_rows=2)) == ORACLE_JOBS
+
+
+def test_oracle_job_rows_must_be_contiguous(tmp_path: Path) -> None:
+    path = tmp_path / "oracle.parquet"
+    write_oracle([ORACLE.iloc[[0, 3, 1]]], path)
+    with pytest.raises(HistoryError, match=r"row 2, column 'job_id': 'j1' reappears"):
+        list(iter_oracle(path))
+
+
+def test_oracle_hardware_type_once_per_job(tmp_path: Path) -> None:
+    path = tmp_path / "oracle.csv"
+    write_oracle([ORACLE.iloc[[0, 1, 0]]], path)
+    with pytest.raises(HistoryError, match=r"row 2, column 'hardware_type': 'h100-80g' repeats"):
+        list(iter_oracle(path, batch_rows=2))
+
+
+def test_oracle_throughput_must_be_positive(tmp_path: Path) -> None:
+    path = tmp_path / "oracle.csv"
+    frame = ORACLE.copy()
+    frame.loc[6, "throughput"] = -3.0
+    frame.to_csv(path, index=False)
+    with pytest.raises(HistoryError, match=r"oracle\.csv row 6, column 'throughput': -3\.0"):
+        list(iter_oracle(path, batch_rows=4))
+
+
+def test_the_docs_csv_example_is_a_valid_history(tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "history-format.md").read_text()
+    example = re.search(r"```csv\n(.*?)```", doc, re.DOTALL)
+    assert example is not None
+    path = tmp_path / "example.csv"
+    path.write_text(example.group(1))
+    events = list(iter_events(path))
+    assert [kind for kind, _ in events] == [kind for kind, _ in EVENTS[:6]]
+    assert events[5] == EVENTS[5]

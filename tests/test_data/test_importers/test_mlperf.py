@@ -1,0 +1,414 @@
+"""The MLPerf importer: mapping rules, drops, throughput rule, ordering; the naive predictor."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from realdata_paths import MLPERF_CSV as REAL_CSV
+
+from leap_stream.data.history import read_history_batches
+from leap_stream.data.importers.mlperf import (
+    BENCHMARKS,
+    DROP_REASONS,
+    MlperfImportError,
+    import_mlperf,
+    mlperf_events,
+    naive_ratio_predictions,
+    naive_ratio_summary,
+)
+
+
+def _row(**overrides: Any) -> dict[str, Any]:
+    """One result in the real file's columns (a subset is enough; extra ones are ignored)."""
+    row: dict[str, Any] = {
+        "round": "v3.1",
+        "repo_commit": "0" * 40,
+        "submitter": "NVIDIA",
+        "system": "dgxh100",
+        "benchmark": "bert",
+        "division": "closed",
+        "availability": "available",
+        "accelerator_model_name": "NVIDIA H100-SXM5-80GB",
+        "vendor": "NVIDIA",
+        "accelerator_type": "H100-SXM",
+        "accelerators_per_node": 8,
+        "number_of_nodes": 1,
+        "accelerators_count": 8,
+        "host_processor_model_name": "Intel Xeon Platinum 8480C",
+        "framework": "PyTorch NVIDIA Release 23.09",
+        "global_batch_size": "448",
+        "n_runs": 10,
+        "n_success": 10,
+        "time_to_train_minutes": 5.0,
+        "tracked_throughput_median": None,
+        "work_ratio_vs_benchmark_median": None,
+        "duplicate_of": None,
+    }
+    row.update(overrides)
+    return row
+
+
+# Kept rows, named by what they check; throughputs are hand-computed from BENCHMARKS.
+KEPT = {
+    # tracked x time = 8000 x 300 s = 2.4M samples, 0.96 of bert's 2.5M: the logged figure.
+    "tracked": _row(submitter="Zeta", tracked_throughput_median=8000.0),
+    # Nothing logged: 2.5M samples / (20 min x 60).
+    "from_time": _row(
+        round="v2.0", submitter="beta", accelerator_type="A100-SXM-80GB", time_to_train_minutes=20.0
+    ),
+    # Logged 1000/s x 1200 s = 1.2M images, 0.026 of resnet's 45.5M: per-device logging, so
+    # time to train decides: 45.5M / 1200 s.
+    "per_device_logged": _row(
+        round="v2.0",
+        submitter="Alpha",
+        system="s2",
+        benchmark="resnet",
+        accelerator_type="A100-SXM-80GB",
+        framework="NGC MXNet 22.04 , NGC PyTorch 22.04 , NGC TensorFlow 22.04-tf1",
+        global_batch_size="3264",
+        time_to_train_minutes=20.0,
+        tracked_throughput_median=1000.0,
+    ),
+    # RetinaNet logs per device: 290/s x 8 = 2320/s whole system.
+    "ssd_per_device": _row(
+        benchmark="ssd",
+        submitter="Alpha",
+        global_batch_size="256",
+        time_to_train_minutes=36.0,
+        tracked_throughput_median=290.0,
+    ),
+    # Large batch (16x) with a logged figure 2.4x the samples to train: the logged figure holds.
+    "large_batch_tracked": _row(
+        round="v4.0",
+        submitter="NVIDIA",
+        benchmark="resnet",
+        accelerators_count=3584,
+        global_batch_size="57344",
+        time_to_train_minutes=0.2,
+        tracked_throughput_median=9.0e6,
+    ),
+    # GPT-3 logs tokens/s: 1.2M tokens/s / 2048 = 585.9 sequences/s; fp8 on H100; TPU -> jax.
+    "gpt3_tokens": _row(
+        round="v4.0",
+        submitter="Google",
+        benchmark="gpt3",
+        accelerator_type="TPU-v5p",
+        framework="maxtext",
+        accelerators_count=512,
+        global_batch_size="2048|1024",
+        time_to_train_minutes=17.0,  # 585.9/s x 1020 s = 598k sequences, 1.01x of 591k
+        tracked_throughput_median=1.2e6,
+    ),
+    # IPU has no bf16: fp16. Several frameworks named, none NVIDIA's for bert: the first one.
+    "ipu": _row(
+        round="v2.0",
+        submitter="Graphcore",
+        accelerator_type="IPU-BOW",
+        accelerators_count=16,
+        framework="TensorFlow 1.15 Poplar SDK 2.5.1",
+        time_to_train_minutes=25.0,
+    ),
+}
+DROPPED = {
+    "open_division": _row(division="open", submitter="o"),
+    "duplicate": _row(submitter="d", duplicate_of="v3.1/NVIDIA/dgxh100/bert"),
+    "not_in_catalog": _row(submitter="n", accelerator_type="Warp-Drive-9000"),
+    "unmapped_benchmark": _row(submitter="u", benchmark="tetris"),
+    "no_samples_measure": _row(submitter="m", benchmark="minigo", global_batch_size=None),
+    "no_accelerator_count": _row(submitter="c", accelerator_type="CPU-Xeon", accelerators_count=0),
+    "no_batch_size": _row(submitter="b", global_batch_size=None),
+    "large_batch_no_tracked": _row(submitter="l", global_batch_size="6912"),
+    "no_throughput": _row(submitter="t", time_to_train_minutes=None),
+}
+
+
+@pytest.fixture
+def small_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "results.csv"
+    # Dropped rows first, so that kept order cannot come from file order by accident.
+    pd.DataFrame([*DROPPED.values(), *KEPT.values()]).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def small_history(small_csv: Path, tmp_path: Path) -> pd.DataFrame:
+    import_mlperf(small_csv, tmp_path / "out")
+    return pd.read_parquet(tmp_path / "out" / "history.parquet")
+
+
+def _completed(history: pd.DataFrame, name: str) -> pd.Series:
+    row = KEPT[name]
+    job_id = f"mlperf/{row['round']}/{row['submitter']}/{row['system']}/{row['benchmark']}"
+    completed = history[(history.event_type == "completed") & (history.job_id == job_id)]
+    assert len(completed) == 1, job_id
+    return completed.iloc[0]
+
+
+def _submitted(history: pd.DataFrame, name: str) -> pd.Series:
+    job_id = _completed(history, name).job_id
+    return history[(history.event_type == "submitted") & (history.job_id == job_id)].iloc[0]
+
+
+def test_stats_count_every_drop_reason_once(small_csv: Path, tmp_path: Path) -> None:
+    stats = import_mlperf(small_csv, tmp_path / "out")
+    assert stats.rows_read == len(KEPT) + len(DROPPED)
+    assert stats.dropped == dict.fromkeys(DROP_REASONS, 1)
+    assert stats.rows_kept == stats.attempts == len(KEPT)
+    assert stats.lineages == 4  # bert, resnet, ssd, gpt3
+    assert stats.hardware_types == ("A100-SXM-80GB", "H100-SXM", "IPU-BOW", "TPU-v5p")
+    assert stats.throughput_sources == {"time_to_train": 3, "tracked": 4}
+
+
+def test_events_in_time_order_by_round_then_submitter(small_history: pd.DataFrame) -> None:
+    times = small_history.event_time
+    assert times.is_monotonic_increasing and times.is_unique
+    submitted = small_history[small_history.event_type == "submitted"]
+    # v2.0 (Alpha, beta, Graphcore: case-insensitive), then v3.1 (Alpha, Zeta), then v4.0.
+    assert [job.split("/")[1:3] for job in submitted.job_id] == [
+        ["v2.0", "Alpha"],
+        ["v2.0", "beta"],
+        ["v2.0", "Graphcore"],
+        ["v3.1", "Alpha"],
+        ["v3.1", "Zeta"],
+        ["v4.0", "Google"],
+        ["v4.0", "NVIDIA"],
+    ]
+    assert submitted.event_time.iloc[0] == pd.Timestamp(datetime(2022, 6, 29, tzinfo=UTC))
+    assert submitted.event_time.iloc[3] == pd.Timestamp(datetime(2023, 11, 8, tzinfo=UTC))
+    # Each attempt: submitted, then its own completion, before the next submission.
+    kinds = small_history.event_type.tolist()
+    assert kinds == ["submitted", "completed"] * len(KEPT)
+    assert (small_history.job_id.iloc[0::2].to_numpy() == small_history.job_id.iloc[1::2]).all()
+    gaps = small_history.event_time.diff().iloc[1:2]
+    assert gaps.iloc[0] == pd.Timedelta(timedelta(minutes=2))
+
+
+def test_one_lineage_per_benchmark(small_history: pd.DataFrame) -> None:
+    submitted = small_history[small_history.event_type == "submitted"]
+    assert (submitted.lineage_id == "mlperf-" + submitted.model_type).all()
+    assert (
+        submitted.model_family == submitted.model_type.map(lambda b: BENCHMARKS[b].model_family)
+    ).all()
+    assert set(submitted.lineage_id) == {
+        "mlperf-bert",
+        "mlperf-resnet",
+        "mlperf-ssd",
+        "mlperf-gpt3",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "throughput"),
+    [
+        ("tracked", 8000.0),
+        ("from_time", 2.50e6 / 1200),
+        ("per_device_logged", 4.55e7 / 1200),
+        ("ssd_per_device", 290.0 * 8),
+        ("large_batch_tracked", 9.0e6),
+        ("gpt3_tokens", 1.2e6 / 2048),
+        ("ipu", 2.50e6 / 1500),
+    ],
+)
+def test_throughput_rule(small_history: pd.DataFrame, name: str, throughput: float) -> None:
+    completed = _completed(small_history, name)
+    assert completed.throughput == pytest.approx(throughput)
+    assert completed.status == "succeeded"
+    assert completed.hardware_type == KEPT[name]["accelerator_type"]
+
+
+def test_submission_fields(small_history: pd.DataFrame) -> None:
+    gpt3 = _submitted(small_history, "gpt3_tokens")
+    assert (gpt3.framework, gpt3.precision, gpt3.global_batch_size, gpt3.seq_len) == (
+        "jax",
+        "bf16",  # TPU v5p has no fp8
+        2048,
+        2048,
+    )
+    assert (gpt3.num_devices, gpt3.param_count, gpt3.requested_hardware) == (
+        512,
+        175_000_000_000,
+        "TPU-v5p",
+    )
+    assert gpt3.candidate_hardware is None
+    # NVIDIA's multi-framework container: resnet ran on MXNet, recorded as pytorch.
+    assert _submitted(small_history, "per_device_logged").framework == "pytorch"
+    ipu = _submitted(small_history, "ipu")
+    assert (ipu.framework, ipu.precision) == ("tensorflow", "fp16")
+    assert _submitted(small_history, "tracked").precision == "bf16"
+    # steps: samples / batch, samples = throughput x time to train.
+    assert _completed(small_history, "from_time").steps == round(2.50e6 / 448)
+
+
+def test_fp8_for_llm_benchmarks_on_fp8_hardware(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    rows = [
+        _row(
+            benchmark="gpt3",
+            global_batch_size="2048",
+            tracked_throughput_median=4e5,
+            time_to_train_minutes=25.0,
+        ),
+        _row(
+            benchmark="gpt3",
+            accelerator_type="A100-SXM-80GB",
+            global_batch_size="2048",
+            time_to_train_minutes=25.0,
+        ),
+    ]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    events, _ = mlperf_events(path)
+    precisions = {e["requested_hardware"]: e["precision"] for k, e in events if k == "submitted"}
+    assert precisions == {"H100-SXM": "fp8", "A100-SXM-80GB": "bf16"}
+
+
+def test_import_is_deterministic(small_csv: Path, tmp_path: Path) -> None:
+    import_mlperf(small_csv, tmp_path / "a")
+    import_mlperf(small_csv, tmp_path / "b")
+    a = pd.read_parquet(tmp_path / "a" / "history.parquet")
+    b = pd.read_parquet(tmp_path / "b" / "history.parquet")
+    pd.testing.assert_frame_equal(a, b)
+    assert a.event_id.is_unique
+    assert not (tmp_path / "a" / "oracle.parquet").exists()
+
+
+def test_unknown_round_names_row_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    pd.DataFrame([_row(), _row(round="v9.9", submitter="x")]).to_csv(path, index=False)
+    with pytest.raises(MlperfImportError, match=r"r\.csv row 1, column 'round': 'v9\.9'"):
+        import_mlperf(path, tmp_path / "out")
+
+
+def test_missing_column_and_bad_number_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    pd.DataFrame([_row()]).drop(columns=["duplicate_of"]).to_csv(path, index=False)
+    with pytest.raises(MlperfImportError, match=r"missing required column.*'duplicate_of'"):
+        mlperf_events(path)
+    pd.DataFrame([_row(), _row(time_to_train_minutes="fast")]).to_csv(path, index=False)
+    with pytest.raises(MlperfImportError, match="row 1, column 'time_to_train_minutes': 'fast'"):
+        mlperf_events(path)
+
+
+# --------------------------------------------------------------------------------------------
+# The naive predictor
+
+
+def _toy_history(cells: list[tuple[str, str, float]], num_devices: int = 8) -> pa.Table:
+    rows = []
+    for i, (model, hardware, throughput) in enumerate(cells):
+        base = {"job_id": f"j{i}", "num_devices": num_devices}
+        rows.append(
+            {
+                **base,
+                "event_type": "submitted",
+                "model_type": model,
+                "hardware_type": None,
+                "status": None,
+                "throughput": None,
+            }
+        )
+        rows.append(
+            {
+                **base,
+                "event_type": "completed",
+                "model_type": None,
+                "hardware_type": hardware,
+                "status": "succeeded",
+                "throughput": throughput,
+            }
+        )
+    return pa.Table.from_pylist(rows)
+
+
+def test_naive_predictor_toy_table_by_hand() -> None:
+    # 3 benchmarks x 2 types. For x on A: B measured x at 20; over y and z, A/B is 0.5 and
+    # 7/12, median 13/24: 20 x 13/24 = 10.8333. And so on for each of the six results.
+    history = _toy_history(
+        [
+            ("x", "A", 10.0),
+            ("x", "B", 20.0),
+            ("y", "A", 5.0),
+            ("y", "B", 10.0),
+            ("z", "A", 7.0),
+            ("z", "B", 12.0),
+        ]
+    )
+    preds = naive_ratio_predictions(history)
+    expected = {
+        ("x", "A"): 20 * (0.5 + 7 / 12) / 2,
+        ("x", "B"): 10 * (2 + 12 / 7) / 2,
+        ("y", "A"): 10 * (0.5 + 7 / 12) / 2,
+        ("y", "B"): 5 * (2 + 12 / 7) / 2,
+        ("z", "A"): 12 * 0.5,
+        ("z", "B"): 7 * 2.0,
+    }
+    got = {(r.model_type, r.hardware_type): r.predicted for r in preds.itertuples()}
+    assert got == pytest.approx(expected)
+    actual = {
+        ("x", "A"): 10,
+        ("x", "B"): 20,
+        ("y", "A"): 5,
+        ("y", "B"): 10,
+        ("z", "A"): 7,
+        ("z", "B"): 12,
+    }
+    apes = [abs(expected[k] - actual[k]) / actual[k] for k in expected]
+    summary = naive_ratio_summary(preds)
+    assert summary["n"] == 6
+    assert summary["mape"] == pytest.approx(sum(apes) / 6, abs=1e-6)
+    assert summary["within"] == pytest.approx(sum(a <= 0.2 for a in apes) / 6)
+    # With one reference type every way of picking a prediction agrees.
+    assert naive_ratio_summary(preds, "median") == summary == naive_ratio_summary(preds, "all")
+
+
+def test_naive_predictor_uses_only_the_chosen_device_count_and_picks_most_shared() -> None:
+    history = _toy_history(
+        [
+            ("x", "A", 10.0),
+            ("x", "B", 20.0),
+            ("y", "A", 5.0),
+            ("y", "B", 10.0),
+            ("z", "A", 7.0),
+            ("z", "B", 12.0),
+            ("x", "C", 40.0),
+            ("z", "C", 30.0),
+        ]
+    )
+    # C shares only x with A for target (z, A); B shares x and y: most_shared picks B.
+    preds = naive_ratio_predictions(history)
+    z_on_a = preds[(preds.model_type == "z") & (preds.hardware_type == "A")]
+    assert dict(zip(z_on_a.reference_hardware, z_on_a.shared_benchmarks, strict=True)) == {
+        "B": 2,
+        "C": 1,
+    }
+    picked = naive_ratio_summary(z_on_a)
+    assert picked["mape"] == pytest.approx(abs(12 * 0.5 - 7) / 7)
+    # Results on other device counts are neither targets nor references.
+    sixteen = _toy_history([("x", "A", 1.0), ("x", "B", 1.0)], num_devices=16)
+    assert naive_ratio_predictions(sixteen).empty
+    with pytest.raises(ValueError, match="most_shared"):
+        naive_ratio_summary(preds, "best")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------
+# The real file
+
+
+@pytest.mark.skipif(not REAL_CSV.exists(), reason=f"{REAL_CSV} not present")
+def test_real_file_imports_and_validates(tmp_path: Path) -> None:
+    stats = import_mlperf(REAL_CSV, tmp_path)
+    tables = list(read_history_batches(tmp_path / "history.parquet", batch_rows=256))
+    rows = sum(t.num_rows for t in tables)
+    assert rows == 2 * stats.attempts
+    assert len(stats.hardware_types) >= 8
+    assert stats.lineages == 12  # every benchmark but MiniGo
+    assert stats.rows_read == stats.rows_kept + sum(stats.dropped.values())
+    assert stats.dropped["open_division"] == 7 and stats.dropped["duplicate"] == 33
+    history = pa.concat_tables(tables).to_pandas()
+    # The naive predictor on 8-accelerator results: near the README's 21% MAPE.
+    summary = naive_ratio_summary(naive_ratio_predictions(history), "median")
+    assert 0.1 < summary["mape"] < 0.3 and summary["n"] > 200

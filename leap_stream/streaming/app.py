@@ -1,0 +1,540 @@
+"""The worker: the stream topology in one module.
+
+::
+
+    leap.jobs.submitted ─┐                          ┌─> leap.rankings   (HardwareRanking, by job_id)
+                         ├─ event-time merge ─ core ┼─> leap.learn      (LearnExample, one partition)
+    leap.jobs.completed ─┘   (per partition)        ├─> leap.state      (pending + priors changelog)
+                                                    └─> leap.dlq        (DeadLetter)
+    leap.learn ─ fold ─> model ─> leap.models (ModelSnapshot, compacted) ─> every worker's ranker
+
+One loop, one thread, one Kafka transaction per batch of input messages. In each transaction:
+the rankings of the batch's submissions, the LearnExamples of its completions, the dead
+letters, the changed state, and the input offsets (``send_offsets_to_transaction``). A worker
+killed anywhere loses nothing and double-counts nothing: an open transaction is aborted when
+the restarted worker (same transactional id) starts, and it resumes from the last committed
+offsets with the state and model of that same commit. Consumers of the output topics read
+``read_committed`` and see each ranking once.
+
+- **State.** A lineage's prior and its pending submissions are partition-local:
+  :class:`~leap_stream.streaming.state.ChangelogMap` objects, restored from ``leap.state``
+  when partitions are assigned.
+- **Order.** :class:`~leap_stream.streaming.order.EventTimeMerge` releases the assigned input
+  partitions' messages in event-time order, so a backlog is processed in the order of the
+  history it came from, whatever the fetches deliver first.
+- **Model.** One model for the fleet, a fold over ``leap.learn``. ``learning="inline"`` (one
+  worker): the worker learns each completion at once and snapshots its model now and then.
+  ``learning="shared"`` (several workers): every worker ranks with the newest snapshot on
+  ``leap.models``, and the one worker started with ``learner=True`` folds the learn log and
+  publishes the snapshots. A restart loads the newest snapshot and folds the log on from the
+  offset it records.
+- **Bad input** (undecodable bytes, an unknown schema, a record of the wrong type for its
+  topic, a record that breaks the contract) goes to ``leap.dlq`` with its topic, partition,
+  offset, key, bytes and the reason; processing goes on.
+
+Written against confluent-kafka rather than faust: faust's exactly-once mode leaves an agent's
+sends outside the transaction, and a faust Table app restarted on this broker skipped input
+offsets and stopped committing (faust-streaming #596; ``docs/service.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from leap_stream.core import LeapCore
+from leap_stream.core.catalog import Catalog, default_catalog, load_catalog
+from leap_stream.data.codec import CodecError, default_codec
+from leap_stream.data.history import check_events
+from leap_stream.streaming.order import FIRST, EventTimeMerge
+from leap_stream.streaming.settings import ServiceSettings
+from leap_stream.streaming.snapshots import MODEL_KEY, read_snapshot, snapshot_record
+from leap_stream.streaming.state import ChangelogMap
+from leap_stream.streaming.web import RecentRankings, ServiceMetrics, serve_http
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("leap_stream.worker")
+
+_KIND_RANK = {"submitted": 0, "completed": 1}
+_READS_TIMEOUT_S = 60.0
+
+
+@dataclass(slots=True)
+class _Input:
+    """One input message, decoded (``event``) or rejected (``error``), waiting in the merge."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    timestamp_ms: int
+    kind: str
+    event: dict[str, Any] | None = None
+    error: tuple[str, str] | None = None  # (error type, reason)
+
+
+def _read_to_end(
+    settings: ServiceSettings,
+    partitions: list[TopicPartition],
+    on_message: Callable[[Message], None],
+) -> None:
+    """Read ``partitions`` (read_committed) from their given offsets to their current end."""
+    if not partitions:
+        return
+    reader = Consumer(
+        {
+            "bootstrap.servers": settings.bootstrap,
+            "group.id": f"{settings.group_id}-reader",  # never joined, never committed
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        reader.assign(partitions)
+        open_ = {(tp.topic, tp.partition) for tp in partitions}
+        deadline = time.monotonic() + _READS_TIMEOUT_S
+        while open_:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {sorted(open_)} to its end took too long")
+            for message in reader.consume(1000, timeout=0.5):
+                error = message.error()
+                if error is None:
+                    on_message(message)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    open_.discard((message.topic(), message.partition()))
+                else:
+                    raise KafkaException(error)
+    finally:
+        reader.close()
+
+
+class Worker:
+    """One stream worker (see the module docstring). ``run`` until ``stop`` is set.
+
+    Parameters
+    ----------
+    settings
+        Connection, topics, learning mode and limits (:class:`ServiceSettings`).
+    catalog
+        The hardware catalog; default: ``settings.catalog`` or the packaged one.
+    """
+
+    def __init__(self, settings: ServiceSettings, catalog: Catalog | None = None) -> None:
+        self.settings = settings
+        self.topics = settings.topics
+        if catalog is None:
+            catalog = load_catalog(settings.catalog) if settings.catalog else default_catalog()
+        self.pending = ChangelogMap("pending")
+        self.priors = ChangelogMap("prior")
+        self.core = LeapCore(catalog, pending=self.pending, priors=self.priors)
+        shared = settings.learning == "shared"
+        # the model being learned: the ranking core itself when inline, a core of its own
+        # (never ranking) for the learner in shared mode, none for a plain shared ranker
+        self.learner: LeapCore | None = None
+        if not shared:
+            self.learner = self.core
+        elif settings.learner:
+            self.learner = LeapCore(catalog)
+        self.codec = default_codec()
+        self.metrics = ServiceMetrics()
+        self.recent = RecentRankings()
+        self.merge = EventTimeMerge(settings.max_wait_ms)
+        self.ready = threading.Event()
+        self.http_port: int | None = None
+        self._fetched: dict[tuple[str, int], int] = {}  # next offset the consumer delivers
+        self._learn_next = 0  # next learn-log offset the learner has not folded
+        self._learned_since_snapshot = 0
+        self._snapshot_due_at = 0.0
+        self._day: date | None = None
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._models: Consumer | None = None
+        self._learn_log: Consumer | None = None
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Recover, then process until ``stop`` is set; close cleanly (nothing half-done)."""
+        settings = self.settings
+        if settings.web_port is not None:
+            server = serve_http(settings.web_port, self.ready, self.metrics, self.recent)
+            self.http_port = server.server_address[1]
+        self._producer = Producer(
+            {
+                "bootstrap.servers": settings.bootstrap,
+                "transactional.id": settings.transactional_id,
+                # a crashed worker's open transaction blocks read_committed readers until its
+                # successor starts or this runs out; keep it short
+                "transaction.timeout.ms": 30_000,
+                "linger.ms": 2,
+            }
+        )
+        self._producer.init_transactions(_READS_TIMEOUT_S)  # aborts a predecessor's leftovers
+        self._recover_model()
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": settings.bootstrap,
+                "group.id": settings.group_id,
+                "group.instance.id": f"{settings.group_id}-{settings.worker_id}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                # range gives partition p of both job topics to the same worker
+                "partition.assignment.strategy": "range",
+                "session.timeout.ms": settings.session_timeout_ms,
+                "heartbeat.interval.ms": 1_000,
+            }
+        )
+        self._consumer.subscribe(
+            [self.topics.submitted, self.topics.completed],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_revoke,
+        )
+        try:
+            while not stop.is_set():
+                self._poll_inputs()
+                batch = self._take_ready()
+                if batch:
+                    self._process(batch)
+                self._follow_model()
+            if self.learner is not None and self._learned_since_snapshot:
+                self.publish_snapshot()  # a clean stop leaves the newest model for a restart
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        for consumer in (self._consumer, self._models, self._learn_log):
+            if consumer is not None:
+                consumer.close()
+        if self._producer is not None:
+            self._producer.flush(10)
+
+    # --- inputs ----------------------------------------------------------------------------
+
+    def _poll_inputs(self) -> None:
+        assert self._consumer is not None
+        timeout = 0.005 if len(self.merge) else 0.05
+        messages = self._consumer.consume(self.settings.max_batch, timeout=timeout)
+        inputs = []
+        for message in messages:
+            if message.error() is not None:
+                if message.error().fatal():
+                    raise KafkaException(message.error())
+                log.warning("consumer: %s", message.error())
+                continue
+            inputs.append(self._decode(message))
+        decoded = [i for i in inputs if i.event is not None]
+        if decoded:
+            for reject in check_events([(i.kind, i.event) for i in decoded]):
+                bad = decoded[reject.row]
+                if bad.error is None:
+                    bad.error = ("ContractError", f"column {reject.column!r}: {reject.reason}")
+        for item in inputs:
+            source = (item.topic, item.partition)
+            self._fetched[source] = item.offset + 1
+            if item.error is not None:
+                key: tuple[Any, ...] = FIRST
+            else:
+                assert item.event is not None
+                ms = int(item.event["event_time"].timestamp() * 1000)
+                key = (ms, item.event["job_id"], _KIND_RANK[item.kind])
+            self.merge.push(source, key, item)
+
+    def _decode(self, message: Message) -> _Input:
+        topic = message.topic()
+        kind = "submitted" if topic == self.topics.submitted else "completed"
+        item = _Input(
+            topic,
+            message.partition(),
+            message.offset(),
+            message.key(),
+            message.value() or b"",
+            message.timestamp()[1],
+            kind,
+        )
+        expected = "JobSubmitted" if kind == "submitted" else "JobCompleted"
+        try:
+            item.event = self.codec.decode(item.value, reader=expected)
+        except CodecError as error:
+            item.error = ("CodecError", str(error))
+        return item
+
+    def _caught_up(self, source: tuple[str, int]) -> bool:
+        assert self._consumer is not None
+        _, high = self._consumer.get_watermark_offsets(TopicPartition(*source), cached=True)
+        return high >= 0 and self._fetched.get(source, 0) >= high
+
+    def _take_ready(self) -> list[_Input]:
+        batch: list[_Input] = []
+        now_ms = time.monotonic() * 1000.0
+        while len(batch) < self.settings.max_batch:
+            item = self.merge.pop(self._caught_up, now_ms)
+            if item is None:
+                break
+            batch.append(item)
+        return batch
+
+    # --- one transaction -------------------------------------------------------------------
+
+    def _process(self, batch: list[_Input]) -> None:
+        producer, consumer = self._producer, self._consumer
+        assert producer is not None and consumer is not None
+        topics, metrics = self.topics, self.metrics
+        offsets: dict[tuple[str, int], int] = {}
+        published: list[tuple[dict[str, Any], int]] = []
+        producer.begin_transaction()
+        for item in batch:
+            offsets[(item.topic, item.partition)] = item.offset + 1
+            if item.error is not None:
+                self._dead_letter(item)
+                continue
+            event = item.event
+            assert event is not None
+            self.pending.partition = self.priors.partition = item.partition
+            metrics.events.labels(item.kind).inc()
+            if item.kind == "submitted":
+                self._evict_daily(event["event_time"])
+                record = self.core.on_submitted(event).record()
+                producer.produce(
+                    topics.rankings,
+                    key=record["job_id"].encode(),
+                    value=self.codec.encode("HardwareRanking", record),
+                )
+                published.append((record, item.timestamp_ms))
+            else:
+                self._completed(event)
+        for changelog in (self.pending, self.priors):
+            for partition, key, value in changelog.drain():
+                producer.produce(topics.state, key=key, value=value, partition=partition)
+        producer.send_offsets_to_transaction(
+            [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+            consumer.consumer_group_metadata(),
+        )
+        producer.flush()  # serves the learn log's delivery reports before the commit
+        producer.commit_transaction()
+        now_ms = time.time() * 1000.0
+        for record, submitted_ms in published:
+            self.recent.put(record)
+            metrics.ranking(record["abstained"])
+            metrics.latency.observe(max(now_ms - submitted_ms, 0.0) / 1000.0)
+        if self.learner is self.core:
+            self._maybe_snapshot()
+        self._update_lag(offsets)
+
+    def _completed(self, event: dict[str, Any]) -> None:
+        assert self._producer is not None
+        matched, example = self.core.join(event)
+        if not matched:
+            self.metrics.completions.labels("unmatched").inc()
+            return
+        if example is None:
+            self.metrics.completions.labels("not_learned").inc()
+            return
+        self.metrics.completions.labels("learned").inc()
+        self.metrics.score(example["predicted"], example["throughput"])
+        self._producer.produce(
+            self.topics.learn,
+            key=example["job_id"].encode(),
+            value=self.codec.encode("LearnExample", example),
+            on_delivery=self._on_learn_delivered,
+        )
+        if self.learner is self.core:  # inline: learn at once, as the replay does
+            self.core.learn(example)
+            self._learned_since_snapshot += 1
+            self.metrics.model_version.set(self.core.model.learned)
+
+    def _on_learn_delivered(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            raise KafkaException(error)  # the transaction fails; the worker restarts clean
+        if self.learner is self.core:
+            self._learn_next = max(self._learn_next, message.offset() + 1)
+
+    def _dead_letter(self, item: _Input) -> None:
+        assert self._producer is not None and item.error is not None
+        error_type, reason = item.error
+        self.metrics.dead_letters.labels(error_type).inc()
+        log.warning("dead letter %s[%d]@%d: %s", item.topic, item.partition, item.offset, reason)
+        record = {
+            "event_id": str(uuid.uuid4()),
+            "event_time": datetime.now(UTC),
+            "source_topic": item.topic,
+            "partition": item.partition,
+            "offset": item.offset,
+            "key": item.key,
+            "payload": item.value,
+            "error_type": error_type,
+            "reason": reason,
+        }
+        self._producer.produce(
+            self.topics.dlq, key=item.key, value=self.codec.encode("DeadLetter", record)
+        )
+
+    def _evict_daily(self, when: datetime) -> None:
+        """Once per event day, forget idle lineages (as the replay does)."""
+        if when.date() != self._day:
+            self._day = when.date()
+            self.core.evict_idle_lineages(when.timestamp() * 1000.0)
+
+    def _update_lag(self, offsets: dict[tuple[str, int], int]) -> None:
+        assert self._consumer is not None
+        for (topic, partition), offset in offsets.items():
+            _, high = self._consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), cached=True
+            )
+            if high >= 0:
+                self.metrics.lag.labels(topic, str(partition)).set(max(high - offset, 0))
+
+    # --- rebalances ------------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        numbers = sorted({tp.partition for tp in partitions})
+        log.info("assigned partitions %s; restoring their state", numbers)
+        self._restore_state(numbers)
+        for tp in consumer.committed(partitions, timeout=_READS_TIMEOUT_S):
+            low, _ = consumer.get_watermark_offsets(tp, timeout=_READS_TIMEOUT_S)
+            self._fetched[(tp.topic, tp.partition)] = max(tp.offset, low)
+        self.merge.assign((tp.topic, tp.partition) for tp in partitions)
+        self.ready.set()
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        sources = [(tp.topic, tp.partition) for tp in partitions]
+        self.merge.revoke(sources)  # queued, never processed nor committed: fetched again
+        for source in sources:
+            self._fetched.pop(source, None)
+        numbers = {tp.partition for tp in partitions}
+        self.pending.forget(numbers)
+        self.priors.forget(numbers)
+        if not self._fetched:
+            self.ready.clear()
+
+    def _restore_state(self, partitions: list[int]) -> None:
+        self.pending.forget(partitions)
+        self.priors.forget(partitions)
+
+        def restore(message: Message) -> None:
+            key, value = message.key(), message.value()
+            for changelog in (self.pending, self.priors):
+                if changelog.restore(message.partition(), key, value):
+                    return
+
+        _read_to_end(
+            self.settings,
+            [TopicPartition(self.topics.state, p, OFFSET_BEGINNING) for p in partitions],
+            restore,
+        )
+
+    # --- the model -------------------------------------------------------------------------
+
+    def _latest_snapshot(self) -> dict[str, Any] | None:
+        latest: list[dict[str, Any]] = []
+
+        def keep(message: Message) -> None:
+            if message.key() == MODEL_KEY and message.value():
+                latest[:] = [self.codec.decode(message.value(), reader="ModelSnapshot")]
+
+        _read_to_end(self.settings, [TopicPartition(self.topics.models, 0, OFFSET_BEGINNING)], keep)
+        return latest[0] if latest else None
+
+    def _recover_model(self) -> None:
+        """The newest snapshot; the learner also folds the learn log on from its offset."""
+        snapshot = self._latest_snapshot()
+        if snapshot is not None:
+            for core in {id(c): c for c in (self.core, self.learner) if c is not None}.values():
+                state, self._learn_next = read_snapshot(snapshot, learn_topic=self.topics.learn)
+                core.load_model_state(state)  # each its own copy: the learner moves on
+            log.info("loaded snapshot %s", snapshot["model_version"])
+        if self.learner is not None:
+            _read_to_end(
+                self.settings,
+                [TopicPartition(self.topics.learn, 0, self._learn_next)],
+                self._fold,
+            )
+            log.info("model recovered: %s", self.learner.model_version)
+        self._snapshot_due_at = time.monotonic() + self.settings.snapshot_interval_s
+        self.metrics.model_version.set(self.core.model.learned)
+        settings = self.settings
+        if settings.learning == "shared":
+            self._models = self._follower(self.topics.models, OFFSET_BEGINNING)
+            if self.learner is not None:
+                self._learn_log = self._follower(self.topics.learn, self._learn_next)
+
+    def _follower(self, topic: str, offset: int) -> Consumer:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.settings.bootstrap,
+                "group.id": f"{self.settings.group_id}-follower",  # assigned, never committed
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.assign([TopicPartition(topic, 0, offset)])
+        return consumer
+
+    def _fold(self, message: Message) -> None:
+        assert self.learner is not None
+        self.learner.learn(self.codec.decode(message.value(), reader="LearnExample"))
+        self._learn_next = message.offset() + 1
+        self._learned_since_snapshot += 1
+
+    def _follow_model(self) -> None:
+        """Shared mode: fold new learn records (the learner), load newer snapshots (all)."""
+        if self._learn_log is not None:
+            for message in self._learn_log.consume(self.settings.max_batch, timeout=0):
+                if message.error() is None:
+                    self._fold(message)
+            self._maybe_snapshot()
+        if self._models is not None:
+            newest = None
+            for message in self._models.consume(100, timeout=0):
+                if message.error() is None and message.key() == MODEL_KEY and message.value():
+                    newest = message
+            if newest is not None:
+                record = self.codec.decode(newest.value(), reader="ModelSnapshot")
+                if record["trained_on_events"] > self.core.model.learned:
+                    state, _ = read_snapshot(record, learn_topic=self.topics.learn)
+                    self.core.load_model_state(state)
+                    self.metrics.model_version.set(self.core.model.learned)
+
+    def _maybe_snapshot(self) -> None:
+        learner = self.learner
+        if learner is None or self._learned_since_snapshot == 0:
+            return
+        due = time.monotonic() >= self._snapshot_due_at
+        if self._learned_since_snapshot < self.settings.snapshot_every and not due:
+            return
+        self.publish_snapshot()
+
+    def publish_snapshot(self) -> None:
+        """Publish the learner's model now, in a transaction of its own."""
+        assert self.learner is not None and self._producer is not None
+        record = snapshot_record(
+            self.learner, learn_topic=self.topics.learn, learn_offset=self._learn_next
+        )
+        self._producer.begin_transaction()
+        self._producer.produce(
+            self.topics.models, key=MODEL_KEY, value=self.codec.encode("ModelSnapshot", record)
+        )
+        self._producer.commit_transaction()
+        self._learned_since_snapshot = 0
+        self._snapshot_due_at = time.monotonic() + self.settings.snapshot_interval_s
+        log.info("published snapshot %s", record["model_version"])

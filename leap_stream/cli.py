@@ -48,6 +48,9 @@ history_app = typer.Typer(
 )
 app.add_typer(import_app, name="import")
 app.add_typer(history_app, name="history")
+from leap_stream.streaming.cli import register as _register_streaming  # noqa: E402
+
+_register_streaming(app)
 
 console = Console(highlight=False)
 # soft_wrap: an error stays one line however narrow the terminal, so it can be grepped.
@@ -260,8 +263,9 @@ def _replay(
     oracle: Path | None,
     batch_rows: int,
     report: bool,
+    strict: bool = False,
 ) -> None:
-    from leap_stream.backtest.replay import OracleError, replay
+    from leap_stream.backtest.replay import REJECTS_FILE, OracleError, replay
     from leap_stream.data.history import HistoryError
 
     with _exit_on(HistoryError, OracleError):
@@ -273,9 +277,18 @@ def _replay(
             batch_rows=batch_rows,
             progress=console.is_terminal,
             report=report,
+            strict=strict,
         )
     console.print(summary_view(summary, title=f"backtest of {history.name}"))
+    rejected = summary["rejects"]["rows"]
+    if rejected:
+        console.print(
+            f"{rejected:,} bad history row{'s' if rejected != 1 else ''} skipped, "
+            f"listed in {out / REJECTS_FILE}",
+            soft_wrap=True,
+        )
     written = ["summary.json", "daily.csv"] + (["report.html"] if report else [])
+    written += [REJECTS_FILE] if rejected else []
     console.print(f"written to {out}/: {', '.join(written)}")
 
 
@@ -332,9 +345,21 @@ def replay_command(
         int, typer.Option("--batch-rows", min=1, help="History rows read at a time.")
     ] = 65_536,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write report.html.")] = True,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Stop at the first bad history row (exit code 2) instead of skipping bad "
+            "rows and listing them in rejects.csv.",
+        ),
+    ] = False,
 ) -> None:
-    """Backtest a history: rank each submission, score it when it completes, then learn."""
-    _replay(history, out, _load_catalog(catalog), oracle, batch_rows, report)
+    """Backtest a history: rank each submission, score it when it completes, then learn.
+
+    Rows that break the history format are skipped and listed in rejects.csv (see
+    docs/history-format.md), unless --strict.
+    """
+    _replay(history, out, _load_catalog(catalog), oracle, batch_rows, report, strict)
 
 
 @import_app.command("mlperf")

@@ -11,6 +11,9 @@ tiny_history
     Writes :data:`TINY_EVENTS` as ``history.parquet`` and :data:`TINY_ORACLE` as
     ``oracle.parquet`` into the test's ``tmp_path``; returns a :class:`TinyHistory`.
 
+:func:`write_csv_unchecked` writes event pairs as a history CSV without validating them, to
+make broken files.
+
 Examples
 --------
 >>> job = submitted_event("j1", "l1", T0, candidates=["H100-SXM"])
@@ -22,6 +25,7 @@ Examples
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,6 +36,7 @@ import pandas as pd
 import pytest
 
 from leap_stream.core.catalog import Catalog, default_catalog
+from leap_stream.core.events import HISTORY_COLUMNS
 from leap_stream.data.history import events_to_table, write_history, write_oracle
 
 __all__ = [
@@ -42,6 +47,7 @@ __all__ = [
     "completed_event",
     "hours",
     "submitted_event",
+    "write_csv_unchecked",
 ]
 
 T0 = datetime(2025, 6, 2, tzinfo=UTC)
@@ -111,6 +117,41 @@ def completed_event(
         "throughput": throughput,
         "steps": steps,
     }
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    if isinstance(value, list):
+        return ";".join(value)
+    return str(value)
+
+
+def write_csv_unchecked(events: Sequence[tuple[str, dict[str, Any]]], path: Path) -> None:
+    """Write ``(event_type, event)`` pairs as a history CSV without validating anything.
+
+    Times as ISO-8601 UTC with milliseconds, candidate lists joined with ``;``, None as an
+    empty cell, anything else as ``str(value)`` (so ``"fast"`` lands in a number column as is).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "h.csv"
+    ...     write_csv_unchecked([("completed", completed_event("j1", "l1", T0, "K80",
+    ...                                                        throughput="fast"))], path)
+    ...     path.read_text().splitlines()[1]
+    'completed,j1/completed/2025-06-02T00:00:00+00:00,2025-06-02T00:00:00.000Z,j1,l1,,,,,,,,8,,,,,K80,succeeded,fast,1000'
+    """
+    with open(path, "w", newline="") as fo:
+        writer = csv.writer(fo)
+        writer.writerow(HISTORY_COLUMNS)
+        for kind, event in events:
+            writer.writerow(
+                [_csv_cell(kind if c == "event_type" else event.get(c)) for c in HISTORY_COLUMNS]
+            )
 
 
 # The tiny history (test_replay.py works its figures out by hand from these rows).

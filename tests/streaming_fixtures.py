@@ -172,15 +172,20 @@ def end_offsets(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]
 
 
 def committed_offsets(bootstrap: str, group: str, topics: list[str]) -> dict[tuple[str, int], int]:
-    """The group's committed offset of every partition of ``topics`` (-1001: none yet)."""
-    from confluent_kafka import Consumer, TopicPartition
+    """The group's committed offset of every partition of ``topics`` (-1001: none yet).
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        wanted = [TopicPartition(t, p) for t in topics for p in _partitions(bootstrap, t)]
-        return {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(wanted, 30)}
-    finally:
-        consumer.close()
+    Not ``require_stable``: right after a kill, the dead worker's open transaction holds
+    offsets pending, and a stable read would wait for it to be aborted.
+    """
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wanted = [TopicPartition(t, p) for t in topics for p in _partitions(bootstrap, t)]
+    request = [ConsumerGroupTopicPartitions(group, wanted)]
+    futures = admin.list_consumer_group_offsets(request, require_stable=False)
+    result = futures[group].result(timeout=30)
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions}
 
 
 def _free_port() -> int:

@@ -43,7 +43,9 @@ def test_replay_prints_the_table_and_writes_its_files(fleet: Path, tmp_path: Pat
     for label in ("coverage (eligible submissions ranked)", "within 10%", "top-1 regret"):
         assert label in result.output
     assert {p.name for p in tmp_path.iterdir()} == {"summary.json", "daily.csv", "report.html"}
+    assert "skipped" not in result.output
     summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["rejects"] == {"rows": 0, "by_column": {}}
     rows = len(pd.read_parquet(fleet / "history.parquet"))
     assert summary["events"]["submitted"] + summary["events"]["completed"] == rows
     assert f"{rows:,} events replayed" in result.output
@@ -74,6 +76,60 @@ def test_replay_with_another_fleets_oracle_exits_2_on_one_line(fleet: Path, tmp_
     assert result.stderr.startswith("error: ")
     assert "expected job" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def broken_history(fleet: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, int]:
+    """The fleet's history as CSV with a bad precision and a non-numeric throughput."""
+    out = tmp_path_factory.mktemp("broken")
+    good = out / "history.csv"
+    converted = runner.invoke(
+        cli.app, ["history", "convert", str(fleet / "history.parquet"), str(good)]
+    )
+    assert converted.exit_code == 0, converted.output
+    frame = pd.read_csv(good, keep_default_na=False, dtype=str)
+    submitted = int((frame["event_type"] == "submitted").to_numpy().nonzero()[0][3])
+    succeeded = int((frame["status"] == "succeeded").to_numpy().nonzero()[0][5])
+    frame.loc[submitted, "precision"] = "bf32"
+    frame.loc[succeeded, "throughput"] = "fast"
+    broken = out / "broken.csv"
+    frame.to_csv(broken, index=False)
+    return broken, submitted, succeeded
+
+
+def test_replay_skips_bad_rows_into_rejects_csv(
+    fleet: Path, broken_history: tuple[Path, int, int], tmp_path: Path
+) -> None:
+    broken, submitted, succeeded = broken_history
+    args = ["replay", str(broken), "--out", str(tmp_path), "--no-report"]
+    # the oracle still lists the rejected submission's job: the replay passes over it
+    result = runner.invoke(cli.app, [*args, "--oracle", str(fleet / "oracle.parquet")])
+
+    assert result.exit_code == 0, result.output
+    assert f"2 bad history rows skipped, listed in {tmp_path / 'rejects.csv'}" in result.output
+    rejects = pd.read_csv(tmp_path / "rejects.csv")
+    assert sorted(zip(rejects["row"], rejects["column"], strict=True)) == sorted(
+        [(submitted, "precision"), (succeeded, "throughput")]
+    )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["rejects"] == {"rows": 2, "by_column": {"precision": 1, "throughput": 1}}
+    rows = len(pd.read_parquet(fleet / "history.parquet"))
+    assert summary["events"]["submitted"] + summary["events"]["completed"] == rows - 2
+
+
+def test_replay_strict_stops_at_the_first_bad_row_with_exit_code_2(
+    broken_history: tuple[Path, int, int], tmp_path: Path
+) -> None:
+    broken, _, succeeded = broken_history
+    args = ["replay", str(broken), "--out", str(tmp_path), "--no-report", "--strict"]
+    result = runner.invoke(cli.app, args)
+
+    assert result.exit_code == 2
+    # a value that does not cast is the first rule a row can break
+    assert result.stderr.startswith("error: ")
+    assert f"row {succeeded}, column 'throughput': 'fast'" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert not (tmp_path / "rejects.csv").exists()
 
 
 def test_bad_catalog_exits_2(fleet: Path, tmp_path: Path) -> None:

@@ -9,12 +9,17 @@ what following it would have cost against the user's request and the lookup tabl
 It streams the history and the oracle batch by batch, and forgets lineages idle for 60 days:
 memory holds the attempts in flight, the recent lineages and the model, plus the backtest's own
 per-attempt rows (about 50 bytes each, for the median errors).
+
+By default a history row that breaks the contract (``docs/history-format.md``) is quarantined:
+left out of the replay and written to ``rejects.csv``; ``strict=True`` stops at the first one.
 """
 
 from __future__ import annotations
 
+import csv
 import gc
 import json
+import os
 import time
 from collections import Counter, deque
 from collections.abc import Iterator
@@ -22,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,13 +40,15 @@ from leap_stream.backtest.report import write_report
 from leap_stream.core import LeapCore, LookupRanker
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.ranking import Ranking
-from leap_stream.data.history import iter_events, read_oracle_batches
+from leap_stream.data.history import Reject, iter_events, read_oracle_batches
 
 __all__ = ["OracleError", "OracleStream", "replay"]
 
 # Pairwise order accuracy looks at every pair of eligible candidates (~1,000 for 46 types):
 # scoring one attempt in PAIRWISE_EVERY keeps it cheap and still counts millions of pairs.
 PAIRWISE_EVERY = 10
+
+REJECTS_FILE = "rejects.csv"
 
 
 class OracleError(ValueError):
@@ -59,20 +66,29 @@ class OracleStream:
         self._queue: deque[tuple[str, np.ndarray]] = deque()
         self._carry: pa.Table | None = None
         self._done = False
+        self.skipped = 0  # jobs passed over by take(..., may_skip)
 
-    def take(self, job_id: str) -> np.ndarray:
-        """The truth for the next submitted job, which must be ``job_id``."""
-        while not self._queue:
-            if self._done:
-                raise OracleError(f"{self.path}: ended before job {job_id!r}")
-            self._fill()
-        got, vector = self._queue.popleft()
-        if got != job_id:
-            raise OracleError(
-                f"{self.path}: expected job {job_id!r} next (history submission order), "
-                f"found {got!r}"
-            )
-        return vector
+    def take(self, job_id: str, may_skip: int = 0) -> np.ndarray:
+        """The truth for the next submitted job, which must be ``job_id``.
+
+        Up to ``may_skip`` other jobs before it are passed over: the submissions of history
+        rows the replay rejected, which the oracle still lists.
+        """
+        while True:
+            while not self._queue:
+                if self._done:
+                    raise OracleError(f"{self.path}: ended before job {job_id!r}")
+                self._fill()
+            got, vector = self._queue.popleft()
+            if got == job_id:
+                return vector
+            if may_skip <= 0:
+                raise OracleError(
+                    f"{self.path}: expected job {job_id!r} next (history submission order), "
+                    f"found {got!r}"
+                )
+            may_skip -= 1
+            self.skipped += 1
 
     def _fill(self) -> None:
         table = next(self._batches, None)
@@ -143,9 +159,12 @@ class _Decisions:
         self.counter = 0
 
     def costs(self, flight: _InFlight, completed: dict[str, Any]) -> dict[str, Any]:
+        steps = completed["steps"]
+        if steps is None:  # no step count, no samples to price: no decision figures
+            return {}
         truth = flight.truth
         job = flight.job
-        samples = float(completed["steps"]) * float(job["global_batch_size"])
+        samples = float(steps) * float(job["global_batch_size"])
         # USD to process the attempt's samples on each hardware type at its true throughput
         # (truth is positive or NaN: no division guard needed)
         cost = samples * job["num_devices"] * self.price / (3600.0 * truth)
@@ -191,9 +210,9 @@ class _Decisions:
 
 
 def _events_with_progress(
-    history: Path, batch_rows: int, progress: bool
+    history: Path, batch_rows: int, progress: bool, rejects: list[Reject] | None
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    events = iter_events(history, batch_rows)
+    events = iter_events(history, batch_rows, rejects)
     if not progress:
         yield from events
         return
@@ -206,6 +225,47 @@ def _events_with_progress(
             if count % 20_000 == 0:
                 bar.update(task, completed=count)
         bar.update(task, completed=count if total is None else total)
+
+
+class _Quarantine:
+    """Rejected history rows, streamed to ``rejects.csv`` as they come (bounded memory).
+
+    The file is written beside its target and renamed into place by :meth:`close`: a failed
+    replay leaves none, a clean replay removes a previous run's.
+    """
+
+    def __init__(self, out_dir: Path) -> None:
+        self.path = out_dir / REJECTS_FILE
+        self._partial = out_dir / f".{REJECTS_FILE}.partial"
+        self._file: IO[str] | None = None
+        self._writer: Any = None
+        self.by_column: Counter[str] = Counter()
+        self.rows = 0
+
+    def drain(self, rejects: list[Reject]) -> None:
+        """Write the rejects collected so far and empty the list."""
+        if self._file is None:
+            self._file = open(self._partial, "w", newline="")  # noqa: SIM115 (closed in close)
+            self._writer = csv.writer(self._file)
+            self._writer.writerow(Reject._fields)
+        self._writer.writerows(rejects)
+        self.by_column.update(reject.column for reject in rejects)
+        self.rows += len(rejects)
+        rejects.clear()
+
+    def close(self, complete: bool) -> None:
+        """Put rejects.csv in place (``complete``) or drop what was written."""
+        if self._file is not None:
+            self._file.close()
+            if complete:
+                os.replace(self._partial, self.path)
+            self._partial.unlink(missing_ok=True)
+        elif complete:
+            self.path.unlink(missing_ok=True)  # a previous run's, about another history
+
+    def summary(self) -> dict[str, Any]:
+        """The summary's ``rejects`` block."""
+        return {"rows": self.rows, "by_column": dict(sorted(self.by_column.items()))}
 
 
 @contextmanager
@@ -233,6 +293,7 @@ class _Session:
         self.decisions = _Decisions(self.core)
         self.in_flight: dict[str, _InFlight] = {}
         self.counts: Counter[str] = Counter()
+        self.rejected = 0  # history rows quarantined so far
         self.forgotten = 0
         self._day: date | None = None
 
@@ -250,7 +311,10 @@ class _Session:
         self.backtest.observe_submission(
             when.date(), has_eligible, not model_ranking.abstained, not lookup_ranking.abstained
         )
-        truth = self.truths.take(event["job_id"]) if self.truths else None
+        truth = None
+        if self.truths is not None:
+            # a rejected submission still has its oracle rows: pass over at most one per reject
+            truth = self.truths.take(event["job_id"], self.rejected - self.truths.skipped)
         self.in_flight[event["job_id"]] = _InFlight(
             event, model_ranking, lookup_ranking, check.positions, has_eligible, truth
         )
@@ -273,19 +337,53 @@ def replay(
     batch_rows: int = 65_536,
     progress: bool = True,
     report: bool = True,
+    strict: bool = False,
 ) -> dict[str, Any]:
-    """Replay ``history`` through the core; write summary.json, daily.csv and report.html."""
+    """Replay ``history`` through the core; write summary.json, daily.csv and report.html.
+
+    Parameters
+    ----------
+    history, out_dir, catalog
+        The history file, the directory to write into (created if need be), the catalog.
+    oracle
+        The history's oracle file: adds the decision figures.
+    batch_rows
+        History rows read at a time.
+    progress, report
+        Show a progress bar; write report.html.
+    strict
+        False (default): a history row that breaks the contract is left out of the replay and
+        written to ``rejects.csv`` (row, column, reason; only when there are any), and counted
+        in the summary's ``rejects`` block. True: the first such row raises ``HistoryError``.
+
+    Returns
+    -------
+    dict
+        The summary written to summary.json (``docs/metrics.md``).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     session = _Session(catalog, oracle)
     counts = session.counts
+    rejects: list[Reject] | None = None if strict else []
+    quarantine = _Quarantine(out_dir)
     began = time.perf_counter()
-    with _quiet_collector():
-        for kind, event in _events_with_progress(history, batch_rows, progress):
-            counts[kind] += 1
-            if kind == "submitted":
-                session.submitted(event)
-            else:
-                session.completed(event)
+    complete = False
+    try:
+        with _quiet_collector():
+            for kind, event in _events_with_progress(history, batch_rows, progress, rejects):
+                if rejects:  # a batch was just read with broken rows
+                    quarantine.drain(rejects)
+                    session.rejected = quarantine.rows
+                counts[kind] += 1
+                if kind == "submitted":
+                    session.submitted(event)
+                else:
+                    session.completed(event)
+        if rejects:  # the last batches may have been all broken rows
+            quarantine.drain(rejects)
+        complete = True
+    finally:
+        quarantine.close(complete)
     elapsed = time.perf_counter() - began
 
     counts["unmatched_completions"] = session.core.unmatched_completions
@@ -296,6 +394,7 @@ def replay(
         "lineages_kept": len(session.core.priors),
         "lineages_forgotten": session.forgotten,
     }
+    summary["rejects"] = quarantine.summary()
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     backtest.daily().to_csv(out_dir / "daily.csv", index=False)
     if report:

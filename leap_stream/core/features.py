@@ -96,6 +96,12 @@ class FeatureEncoder:
             tuple[str, str, str, str], tuple[tuple[str, ...], tuple[str, ...]]
         ] = {}
 
+    _CACHES = ("_onehot_cache", "_numeric_cache", "_pair_cache", "_name_cache")
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the caches are most of a pickled model and rebuild themselves on first use
+        return {k: ({} if k in self._CACHES else v) for k, v in self.__dict__.items()}
+
     def _names(self, key: tuple[str, str, str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         names = self._name_cache.get(key)
         if names is None:

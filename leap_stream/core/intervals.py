@@ -42,7 +42,7 @@ class ConformalIntervals:
         self._quantiles: dict[str, stats.RollingQuantile] = {}
         self._counts: dict[str, int] = {}
         self._learned = 0
-        self._cache: dict[tuple[str, ...], tuple[int, np.ndarray]] = {}
+        self._cache: dict[tuple[str, ...], np.ndarray] = {}
 
     def learn_one(self, source: str, abs_log_residual: float) -> None:
         """Record how far off one prediction of ``source`` was (|log(actual / predicted)|)."""
@@ -53,20 +53,25 @@ class ConformalIntervals:
             quantile.update(abs_log_residual)
             self._counts[key] = self._counts.get(key, 0) + 1
         self._learned += 1
+        if self._learned % REFRESH_EVERY == 0:
+            for sources in self._cache:
+                self._cache[sources] = self._compute(sources)
 
     def halfwidths(self, sources: tuple[str, ...]) -> np.ndarray:
         """Half-widths of several sources at once, as an array in the same order.
 
-        Read on every submission, so cached: refreshed after ``REFRESH_EVERY`` new residuals
-        (a window of thousands barely moves in a few dozen).
+        Read on every submission, so cached, and refreshed after every ``REFRESH_EVERY``
+        residuals (a window of thousands barely moves in a few dozen). Refreshed when learning,
+        not when read: the answer depends on the residuals learned, never on when it is asked,
+        so a model rebuilt from the same residuals (a restarted worker) answers the same.
         """
         cached = self._cache.get(sources)
-        if cached is None or self._learned - cached[0] >= REFRESH_EVERY:
-            cached = self._cache[sources] = (
-                self._learned,
-                np.array([self.halfwidth(s) for s in sources]),
-            )
-        return cached[1]
+        if cached is None:
+            cached = self._cache[sources] = self._compute(sources)
+        return cached
+
+    def _compute(self, sources: tuple[str, ...]) -> np.ndarray:
+        return np.array([self.halfwidth(s) for s in sources])
 
     def halfwidth(self, source: str) -> float:
         """The interval's half-width on the log scale for a prediction of ``source``."""

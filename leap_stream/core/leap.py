@@ -127,6 +127,7 @@ class LeapCore:
         self.hw = self.rules.hw
         self.model = ThroughputModel(FeatureEncoder(self.hw))
         self.intervals = ConformalIntervals(level=interval_level)
+        self.intervals.halfwidths(_SOURCES)  # cached from the start: a function of what it learned
         self.pending = {} if pending is None else pending
         self.priors = {} if priors is None else priors
         self.type_counts: dict[str, int] = {}

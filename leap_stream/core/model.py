@@ -24,6 +24,7 @@ faster. ``predict_one`` goes through river itself, and the tests hold the two eq
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from river import linear_model, optim
@@ -60,6 +61,10 @@ class ThroughputModel:
         # per job key: mirror columns of its shared, numeric and (per hardware) one-hot features
         self._job_columns: dict[tuple[str, str, str, str], tuple[np.ndarray, ...]] = {}
         self._device_columns = self._columns([f"hw={h}:log_devices" for h in encoder.names])
+
+    def __getstate__(self) -> dict[str, Any]:
+        # per-job column lists are a cache over ``_column``: rebuilt on first use
+        return {**self.__dict__, "_job_columns": {}}
 
     def _columns(self, names: list[str]) -> np.ndarray:
         """Mirror columns of feature ``names`` (new names get a zero weight)."""

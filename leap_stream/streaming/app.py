@@ -2,10 +2,10 @@
 
 ::
 
-    leap.jobs.submitted ─┐                          ┌─> leap.rankings   (HardwareRanking, by job_id)
-                         ├─ event-time merge ─ core ┼─> leap.learn      (LearnExample, one partition)
-    leap.jobs.completed ─┘   (per partition)        ├─> leap.state      (pending + priors changelog)
-                                                    └─> leap.dlq        (DeadLetter)
+    leap.jobs.submitted ─┐                            ┌─> leap.rankings (HardwareRanking, by job_id)
+                         ├─ event-time merge ─ core ─┼─> leap.learn    (LearnExample, 1 partition)
+    leap.jobs.completed ─┘   (per partition)          ├─> leap.state    (pending + priors changelog)
+                                                      └─> leap.dlq      (DeadLetter)
     leap.learn ─ fold ─> model ─> leap.models (ModelSnapshot, compacted) ─> every worker's ranker
 
 One loop, one thread, one Kafka transaction per batch of input messages. In each transaction:
@@ -66,6 +66,7 @@ from leap_stream.streaming.order import FIRST, EventTimeMerge
 from leap_stream.streaming.settings import ServiceSettings
 from leap_stream.streaming.snapshots import MODEL_KEY, read_snapshot, snapshot_record
 from leap_stream.streaming.state import ChangelogMap
+from leap_stream.streaming.topics import SNAPSHOT_MAX_BYTES
 from leap_stream.streaming.web import RecentRankings, ServiceMetrics, serve_http
 
 __all__ = ["Worker"]
@@ -74,6 +75,9 @@ log = logging.getLogger("leap_stream.worker")
 
 _KIND_RANK = {"submitted": 0, "completed": 1}
 _READS_TIMEOUT_S = 60.0
+# Messages taken from the client per poll: the merge needs every partition's head, and a fetch
+# often delivers one partition's batch before the next one's.
+_CONSUME_BATCH = 1_000
 
 
 @dataclass(slots=True)
@@ -186,6 +190,8 @@ class Worker:
                 # successor starts or this runs out; keep it short
                 "transaction.timeout.ms": 30_000,
                 "linger.ms": 2,
+                "compression.type": "lz4",
+                "message.max.bytes": SNAPSHOT_MAX_BYTES,
             }
         )
         self._producer.init_transactions(_READS_TIMEOUT_S)  # aborts a predecessor's leftovers
@@ -234,7 +240,7 @@ class Worker:
     def _poll_inputs(self) -> None:
         assert self._consumer is not None
         timeout = 0.005 if len(self.merge) else 0.05
-        messages = self._consumer.consume(self.settings.max_batch, timeout=timeout)
+        messages = self._consumer.consume(_CONSUME_BATCH, timeout=timeout)
         inputs = []
         for message in messages:
             if message.error() is not None:
@@ -414,6 +420,7 @@ class Worker:
             low, _ = consumer.get_watermark_offsets(tp, timeout=_READS_TIMEOUT_S)
             self._fetched[(tp.topic, tp.partition)] = max(tp.offset, low)
         self.merge.assign((tp.topic, tp.partition) for tp in partitions)
+        self.metrics.assigned.set(len(self._fetched))
         self.ready.set()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -424,6 +431,7 @@ class Worker:
         numbers = {tp.partition for tp in partitions}
         self.pending.forget(numbers)
         self.priors.forget(numbers)
+        self.metrics.assigned.set(len(self._fetched))
         if not self._fetched:
             self.ready.clear()
 

@@ -1,4 +1,5 @@
-"""The streaming commands of ``leap-stream``: ``serve``, ``topics create``, ``produce``.
+"""The streaming commands of ``leap-stream``: ``serve``, ``topics create``, ``produce``,
+``scheduler``.
 
 Registered on the main command line by :mod:`leap_stream.cli`. Kafka is imported inside the
 commands, so ``leap-stream --help`` answers at once.
@@ -9,6 +10,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -139,9 +142,141 @@ def topics_create(bootstrap: Bootstrap, topic_prefix: Prefix = "", partitions: P
         raise typer.Exit(2) from None
 
 
+def produce(
+    history: Annotated[
+        Path,
+        typer.Argument(
+            exists=True, dir_okay=False, help="History file (.parquet, .csv, .avro) to publish."
+        ),
+    ],
+    bootstrap: Bootstrap,
+    topic_prefix: Prefix = "",
+    rate: Annotated[
+        float | None,
+        typer.Option("--rate", help="Events per second (default: as fast as the broker takes)."),
+    ] = None,
+    speedup: Annotated[
+        float | None,
+        typer.Option("--speedup", help="Replay the history's own clock this many times faster."),
+    ] = None,
+    partitions: Partitions = 4,
+) -> None:
+    """Publish a history onto the job topics in event-time order (topics created if missing)."""
+    if rate is not None and speedup is not None:
+        err_console.print("[red]error:[/red] --rate and --speedup are exclusive: pace by one")
+        raise typer.Exit(2)
+    for name, value in (("--rate", rate), ("--speedup", speedup)):
+        if value is not None and not value > 0:
+            err_console.print(f"[red]error:[/red] {name} must be positive, not {value:g}")
+            raise typer.Exit(2)
+    from confluent_kafka import KafkaException
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from leap_stream.data.history import HistoryError, iter_events
+    from leap_stream.streaming.produce import EventProducer, produce_events
+    from leap_stream.streaming.topics import TopicError, TopicNames
+
+    names = TopicNames(topic_prefix)
+    try:
+        _create(bootstrap, topic_prefix, partitions, quiet=True)
+    except (TopicError, KafkaException) as error:
+        err_console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+    total = _row_count(history)
+    progress = Progress(
+        TextColumn("producing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    producer = EventProducer(bootstrap, names)
+    began = time.monotonic()
+    with progress:
+        task = progress.add_task("produce", total=total)
+
+        def counted() -> Iterator[tuple[str, dict]]:
+            step = 0
+            for item in iter_events(history):
+                yield item
+                step += 1
+                if step == 1_000:
+                    progress.advance(task, step)
+                    step = 0
+            progress.advance(task, step)
+
+        try:
+            count = produce_events(producer, counted(), rate=rate, speedup=speedup)
+        except HistoryError as error:
+            message = " ".join(str(error).split())
+            err_console.print(f"[red]error:[/red] {message} (the events before it were sent)")
+            raise typer.Exit(2) from None
+        except KafkaException as error:
+            err_console.print(f"[red]error:[/red] {error}")
+            raise typer.Exit(1) from None
+    elapsed = max(time.monotonic() - began, 1e-9)
+    console.print(
+        f"{count:,} events produced to {names.submitted} and {names.completed} "
+        f"in {elapsed:.1f} s ({count / elapsed:,.0f} events/s)",
+        soft_wrap=True,
+    )
+
+
+def _row_count(path: Path) -> int | None:
+    """Events in a Parquet history (from its footer); None for the other formats."""
+    if path.suffix != ".parquet":
+        return None
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except Exception:  # unreadable: iter_events says why
+        return None
+
+
+def scheduler(
+    bootstrap: Bootstrap,
+    topic_prefix: Prefix = "",
+    group_id: Annotated[
+        str, typer.Option("--group-id", help="Consumer group of the schedulers.")
+    ] = "leap-scheduler",
+    from_beginning: Annotated[
+        bool,
+        typer.Option(
+            "--from-beginning",
+            help="A group without committed offsets starts at the oldest ranking, not the next.",
+        ),
+    ] = False,
+) -> None:
+    """Run the example scheduler: place each ranked job on its rank-1 type, one log line each."""
+    from leap_stream.streaming.client import RankingSubscriber
+    from leap_stream.streaming.scheduler import place
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        subscriber = RankingSubscriber(
+            bootstrap, place, topic_prefix, group_id, from_beginning=from_beginning
+        )
+    except LookupError as error:
+        err_console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+    with subscriber:
+        err_console.print(
+            f"scheduler (group {group_id}) on {bootstrap}, following {subscriber.topics.rankings}"
+        )
+        subscriber.run(stop)
+    err_console.print(f"stopped after {subscriber.handed:,} decisions")
+
+
 def register(app: typer.Typer) -> None:
     """Add the streaming commands to the main command line."""
     topics_app = typer.Typer(help="The service's Kafka topics.", no_args_is_help=True)
     topics_app.command("create")(topics_create)
     app.add_typer(topics_app, name="topics")
     app.command("serve")(serve)
+    app.command("produce")(produce)
+    app.command("scheduler")(scheduler)

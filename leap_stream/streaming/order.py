@@ -6,9 +6,9 @@ orders, and an online model that learned in another order is another model. The 
 each partition's messages in a queue and releases the smallest head (event time, then job id,
 then submissions before completions: the order of a history file) but only while every other
 partition either has a head to compare with or is caught up; a partition that is behind holds
-the merge back for at most ``max_wait_ms``. The result: a backlog (after a restart, or a trace
-produced before the worker started) is processed in the same order every time, and that order
-is the in-process replay's; a live stream is processed as it arrives.
+the merge back for at most ``max_wait_ms`` without a new message. The result: a backlog (after a
+restart, or a trace produced before the worker started) is processed in the same order every
+time, and that order is the in-process replay's; a live stream is processed as it arrives.
 
 It is Kafka Streams' stream-time choice (``max.task.idle.ms``) in a few lines of plain Python.
 
@@ -53,8 +53,13 @@ class EventTimeMerge:
             self._queues.pop(source, None)
 
     def push(self, source: Hashable, key: tuple[Any, ...], item: Any) -> None:
-        """Queue ``item`` of ``source``; keys within a source must not decrease (Kafka order)."""
+        """Queue ``item`` of ``source``; keys within a source must not decrease (Kafka order).
+
+        A partition that is behind holds the merge only while nothing arrives: a fetch that
+        delivers one partition's long backlog first is no reason to give up on the others.
+        """
         self._queues[source].append((key, item))
+        self._blocked_since = None
 
     def __len__(self) -> int:
         return sum(len(queue) for queue in self._queues.values())

@@ -55,6 +55,9 @@ class ServiceMetrics:
             ["topic", "partition"],
             registry=registry,
         )
+        self.assigned = Gauge(
+            "leap_assigned_partitions", "Input partitions this worker holds", registry=registry
+        )
         self.latency = Histogram(
             "leap_submit_to_ranking_seconds",
             "From a submission's Kafka timestamp to its ranking's commit",

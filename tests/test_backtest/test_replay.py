@@ -26,19 +26,30 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from core_fixtures import TINY_ORACLE, TinyHistory
+from core_fixtures import (
+    TINY_EVENTS,
+    TINY_ORACLE,
+    TinyHistory,
+    completed_event,
+    hours,
+    submitted_event,
+    write_csv_unchecked,
+)
 
 from leap_stream.backtest.replay import OracleError, OracleStream, replay
 from leap_stream.core.catalog import Catalog
-from leap_stream.data.history import write_oracle
+from leap_stream.data.history import HistoryError, events_to_table, write_history, write_oracle
 
 BATCH = 512  # global_batch_size of every tiny-history job
 DEVICES = 8
 
 
-def _run(tiny: TinyHistory, out: Path, **kwargs: Any) -> dict[str, Any]:
+def _run(
+    tiny: TinyHistory, out: Path, history: Path | None = None, **kwargs: Any
+) -> dict[str, Any]:
     kwargs.setdefault("oracle", tiny.oracle)
-    return replay(tiny.history, out, tiny.catalog, progress=False, report=False, **kwargs)
+    history = history or tiny.history
+    return replay(history, out, tiny.catalog, progress=False, report=False, **kwargs)
 
 
 def _cost(catalog: Catalog, steps: int, hardware: str, true_throughput: float) -> float:
@@ -216,3 +227,128 @@ def test_oracle_stream_across_batches(tiny_history: TinyHistory, batch_rows: int
         np.testing.assert_array_equal(vector, expected)
     with pytest.raises(OracleError, match="ended before job 'j6'"):
         stream.take("j6")
+
+
+# ------------------------------------------------------------------- quarantine of bad rows
+
+# TINY_EVENTS with six broken rows inserted: (position in the dirty file, column, event).
+# Each would change the figures if it were replayed: a submission the oracle does not expect,
+# or a completion that would end its attempt early.
+_BROKEN = [
+    (1, "precision", ("submitted", submitted_event("j6", "L4", hours(0.5), precision="bf32"))),
+    (3, "throughput", ("completed", completed_event("j2", "L1", hours(2.5), "MI300X",
+                                                    throughput=-5.0))),
+    (7, "event_time", ("submitted", submitted_event("j7", "L5", hours(1.5)))),
+    (9, "event_id", ("submitted", {**submitted_event("j8", "L6", hours(24.5)),
+                                   "event_id": "j3/submitted"})),
+    (11, "throughput", ("completed", completed_event("j3", "L1", hours(25.5), "H100-SXM",
+                                                     throughput=99.0, status="failed"))),
+    (13, "throughput", ("completed", completed_event("j4", "L2", hours(26.5), "H100-SXM",
+                                                     throughput="fast"))),  # not a number
+]  # fmt: skip
+
+
+def _dirty_events() -> list[tuple[str, dict[str, Any]]]:
+    events = list(TINY_EVENTS)
+    for position, _, event in _BROKEN:
+        events.insert(position, event)
+    return events
+
+
+@pytest.fixture
+def dirty_history(tmp_path: Path) -> Path:
+    path = tmp_path / "dirty.csv"
+    events = _dirty_events()
+    assert events[2] == TINY_EVENTS[1] and events[-1] == TINY_EVENTS[-1]
+    write_csv_unchecked(events, path)
+    return path
+
+
+@pytest.fixture
+def dirty_oracle(tmp_path: Path) -> Path:
+    """The oracle of the dirty history: its rejected submissions are listed too."""
+    extra = pd.DataFrame(
+        [("j6", "H100-SXM", 1.0), ("j7", "H100-SXM", 1.0), ("j8", "H100-SXM", 1.0)],
+        columns=TINY_ORACLE.columns,
+    )
+    order = ["j1", "j6", "j2", "j7", "j3", "j8", "j4", "j5"]
+    frame = pd.concat([TINY_ORACLE, extra]).set_index("job_id").loc[order].reset_index()
+    path = tmp_path / "dirty-oracle.parquet"
+    write_oracle([frame], path)
+    return path
+
+
+def _figures(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in summary.items() if k not in ("events_per_second", "rejects")}
+
+
+def test_a_dirty_history_replays_without_its_bad_rows(
+    tiny_history: TinyHistory, tmp_path: Path, dirty_history: Path, dirty_oracle: Path
+) -> None:
+    clean = _run(tiny_history, tmp_path / "clean")
+    out = tmp_path / "dirty"
+    dirty = _run(tiny_history, out, history=dirty_history, oracle=dirty_oracle)
+
+    assert _figures(dirty) == _figures(clean)
+    assert (out / "daily.csv").read_bytes() == (tmp_path / "clean" / "daily.csv").read_bytes()
+    rejects = pd.read_csv(out / "rejects.csv")
+    assert rejects.columns.tolist() == ["row", "column", "reason"]
+    assert list(zip(rejects["row"], rejects["column"], strict=True)) == [
+        (position, column) for position, column, _ in _BROKEN
+    ]
+    assert rejects["reason"].iloc[0] == "'bf32' is not one of fp32|bf16|fp16|fp8"
+    assert rejects["reason"].iloc[3] == "'j3/submitted' repeats row 8"
+    assert rejects["reason"].iloc[5] == "'fast' is not a valid double"
+    written = json.loads((out / "summary.json").read_text())
+    by_column = {"event_id": 1, "event_time": 1, "precision": 1, "throughput": 3}
+    expected = {"rows": 6, "by_column": by_column}
+    assert dirty["rejects"] == written["rejects"] == expected
+
+
+def test_a_clean_replay_has_an_empty_rejects_block_and_no_rejects_file(
+    tiny_history: TinyHistory, tmp_path: Path, dirty_history: Path
+) -> None:
+    out = tmp_path / "out"
+    _run(tiny_history, out, history=dirty_history, oracle=None)
+    assert (out / "rejects.csv").exists()
+    summary = _run(tiny_history, out)  # a clean history into the same directory
+    assert summary["rejects"] == {"rows": 0, "by_column": {}}
+    assert not (out / "rejects.csv").exists()  # the previous run's is gone
+
+
+def test_strict_stops_at_the_first_bad_row(
+    tiny_history: TinyHistory, tmp_path: Path, dirty_history: Path
+) -> None:
+    out = tmp_path / "out"
+    # values that do not cast are found first (rule 2), then the other rules in order
+    with pytest.raises(HistoryError, match=r"dirty\.csv row 13, column 'throughput': 'fast'"):
+        _run(tiny_history, out, history=dirty_history, strict=True)
+    assert not (out / "rejects.csv").exists()
+    assert not (out / "summary.json").exists()
+
+
+def test_an_attempt_without_steps_has_no_decision_figures(
+    tiny_history: TinyHistory, tmp_path: Path, summary: dict[str, Any]
+) -> None:
+    events = [
+        (
+            kind,
+            {**event, "steps": None} if (kind, event["job_id"]) == ("completed", "j4") else event,
+        )
+        for kind, event in TINY_EVENTS
+    ]
+    history = tmp_path / "no-steps.parquet"
+    write_history([events_to_table(events)], history)
+    got = _run(tiny_history, tmp_path / "out", history=history)
+
+    assert got["decisions"]["n"] == 3  # j4 is not priced
+    assert got["decisions"]["n_vs_requested"] == 3
+    j3_h100 = _cost(tiny_history.catalog, 1000, "H100-SXM", 21_000.0)
+    j3_mi300x = _cost(tiny_history.catalog, 1000, "MI300X", 33_000.0)
+    assert got["decisions"]["requested_regret"] == pytest.approx(
+        (j3_h100 / j3_mi300x - 1) / 3, 1e-5
+    )
+    # everything else is scored as before
+    unchanged = ("events", "attempts", "succeeded", "coverage", "accuracy", "intervals")
+    for key in (*unchanged, "coverage_gpu_hours", "baselines", "state"):
+        assert got[key] == summary[key], key

@@ -21,7 +21,14 @@ from leap_stream.data import codec as codec_module
 from leap_stream.data.codec import MARKER, AvroCodec, CodecError, decode, default_codec, encode
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
-EVENT_SCHEMAS = ("JobSubmitted", "JobCompleted", "HardwareRanking", "ModelSnapshot", "DeadLetter")
+EVENT_SCHEMAS = (
+    "JobSubmitted",
+    "JobCompleted",
+    "HardwareRanking",
+    "ModelSnapshot",
+    "DeadLetter",
+    "LearnExample",
+)
 T0 = dt.datetime(2024, 5, 1, 12, 30, 15, 123000, tzinfo=dt.UTC)
 
 
@@ -110,6 +117,30 @@ RECORDS: dict[str, dict[str, Any]] = {
         "metrics": {"mape": 0.137, "interval_coverage": 0.902},
         "payload_format": "pickle",
         "payload": pickle.dumps({"weights": [0.25, -1.5, 3.0], "intercept": 7.0}),
+        "log_offsets": {"leap.learn:0": 1907},
+    },
+    "LearnExample": {
+        "job_id": "job-000000042",
+        "lineage_id": "lin-00000007",
+        "event_time": T0 + dt.timedelta(hours=3),
+        "job": {
+            "model_type": "decoder-7b-v3",
+            "model_family": "dense_llm",
+            "framework": "pytorch",
+            "param_count": 7_000_000_000,
+            "global_batch_size": 1024,
+            "seq_len": 4096,
+            "precision": "bf16",
+            "num_devices": 64,
+            "tensor_parallel": 1,
+            "pipeline_parallel": 1,
+        },
+        "hardware_type": "H100-SXM",
+        "target": 4.3125,
+        "source": "model",
+        "abs_log_residual": 0.0625,
+        "predicted": 76.5,
+        "throughput": 81.25,
     },
     "DeadLetter": {
         "event_id": "5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a",
@@ -334,7 +365,8 @@ def test_garbage_body(codec: AvroCodec, job_submitted_bytes: bytes) -> None:
 def test_bad_union_branch(codec: AvroCodec) -> None:
     record = {**RECORDS["JobCompleted"], "status": "failed", "throughput": None}
     data = codec.encode("JobCompleted", record)
-    branch = len(data) - 4  # [null, double] branch 0, then `steps` (25000: 3 bytes)
+    # [null, double] branch 0, then `steps`: [null, long] branch 1 and 25000 (3 bytes)
+    branch = len(data) - 5
     assert data[branch] == 0
     corrupt = data[:branch] + b"\x0a" + data[branch + 1 :]  # branch 5 of a 2-branch union
     with pytest.raises(CodecError, match=r"corrupt body of leap\.v1\.JobCompleted: IndexError"):
@@ -422,7 +454,7 @@ def _records_in(schema: Any) -> list[dict[str, Any]]:
     return found
 
 
-def test_the_five_event_schemas_exist_one_record_per_file() -> None:
+def test_the_event_schemas_exist_one_record_per_file() -> None:
     for name in EVENT_SCHEMAS:
         schema = _schema(name)
         assert (schema["name"], schema["namespace"]) == (name, "leap.v1")

@@ -1,6 +1,7 @@
 """Tests of leap_stream.data.history:
 
-round trips through every format, and one broken file per rule.
+round trips through every format, one broken file per rule, the collecting (quarantine) mode of
+the same rules, and check_events for stream processors.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from leap_stream.data.history import (
     COMPLETED_FIELDS,
     SUBMITTED_FIELDS,
     HistoryError,
+    Reject,
+    check_events,
     events_to_table,
     iter_events,
     iter_oracle,
@@ -457,3 +460,210 @@ def test_the_docs_csv_example_is_a_valid_history(tmp_path: Path) -> None:
     events = list(iter_events(path))
     assert [kind for kind, _ in events] == [kind for kind, _ in EVENTS[:6]]
     assert events[5] == EVENTS[5]
+
+
+# ---------------------------------------------------------------------------- null steps
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_completed_row_may_lack_steps(tmp_path: Path, fmt: str) -> None:
+    events = [
+        (kind, {**e, "steps": None}) if kind == "completed" else (kind, e) for kind, e in EVENTS
+    ]
+    path = tmp_path / f"history.{fmt}"
+    write_history([events_to_table(events)], path)
+    assert list(iter_events(path)) == events
+
+
+# ---------------------------------------------------------------------------- collecting mode
+
+_ORDER = "; rows must be in event-time order"
+_NOT_SUCCEEDED = (
+    "99.0 is set on an attempt that did not succeed; "
+    "throughput is null unless status is 'succeeded'"
+)
+
+
+def _dirty(table: pa.Table) -> pa.Table:
+    """EVENTS with five rows broken; rows 0 and 6 stay valid."""
+    broken = _replace(table, "precision", 1, "bf32")
+    broken = _replace(broken, "event_time", 2, T0 - timedelta(minutes=5))  # before row 0
+    broken = _replace(broken, "framework", 3, "mxnet")  # broken twice: reported once,
+    broken = _replace(broken, "tensor_parallel", 3, -2)  # for the first rule
+    broken = _replace(broken, "throughput", 4, 99.0)  # on a failed attempt; so rejected,
+    broken = _replace(broken, "event_time", 4, T0 + timedelta(minutes=100))  # its time is moot
+    return _replace(broken, "event_id", 5, "e0")
+
+
+DIRTY_REJECTS = [
+    Reject(1, "precision", "'bf32' is not one of fp32|bf16|fp16|fp8"),
+    Reject(
+        2,
+        "event_time",
+        "2025-09-03T10:10:00.123Z is earlier than the previous row's 2025-09-03T10:15:00.123Z"
+        + _ORDER,
+    ),
+    Reject(3, "framework", "'mxnet' is not one of pytorch|jax|tensorflow"),
+    Reject(4, "throughput", _NOT_SUCCEEDED),
+    Reject(5, "event_id", "'e0' repeats row 0"),
+]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_collecting_rejects_every_broken_row_once_and_keeps_the_rest(
+    tmp_path: Path, table: pa.Table, fmt: str
+) -> None:
+    path = tmp_path / f"history.{fmt}"
+    dirty = _dirty(table)
+    _write_unchecked(dirty, path)
+    rejects: list[Reject] = []
+
+    kept = pa.concat_tables(read_history_batches(path, rejects=rejects))
+
+    assert rejects == DIRTY_REJECTS
+    assert kept.schema.equals(HISTORY_SCHEMA)
+    assert kept.to_pylist() == dirty.take([0, 6]).to_pylist()
+    # strict reads stop at the first broken rule, as before
+    with pytest.raises(HistoryError, match=r"row 1, column 'precision': 'bf32'"):
+        _read_all(path)
+
+
+def test_collecting_iter_events_skips_the_rejected_rows(tmp_path: Path, table: pa.Table) -> None:
+    path = tmp_path / "history.parquet"
+    _write_unchecked(_dirty(table), path)
+    rejects: list[Reject] = []
+    events = list(iter_events(path, batch_rows=3, rejects=rejects))
+    # the duplicate of row 0 sits in another batch: uniqueness is checked within a batch
+    assert [event["event_id"] for _, event in events] == ["e0", "e0", "e6"]
+    assert rejects == DIRTY_REJECTS[:4]
+
+
+def test_collecting_turns_values_that_do_not_cast_into_rejects(
+    tmp_path: Path, table: pa.Table
+) -> None:
+    path = tmp_path / "history.csv"
+    write_history([table], path)
+    lines = path.read_text().splitlines()
+    lines[2] = lines[2].replace("2025-09-03T10:16:00.123Z", "2025-09-03 25:61")  # row 1
+    lines[6] = lines[6].replace("2345.25", '"fast"')  # row 5
+    lines[7] = lines[7].replace(",512,", ',"lots",')  # row 6
+    path.write_text("\n".join(lines) + "\n")
+    rejects: list[Reject] = []
+
+    kept = pa.concat_tables(read_history_batches(path, batch_rows=4, rejects=rejects))
+
+    assert [(r.row, r.column) for r in rejects] == [
+        (1, "event_time"),
+        (5, "throughput"),
+        (6, "global_batch_size"),
+    ]
+    assert rejects[1].reason == "'fast' is not a valid double"
+    assert rejects[0].reason.startswith("'2025-09-03 25:61' is not an ISO-8601 time")
+    assert kept.equals(table.take([0, 2, 3, 4]))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_collecting_order_across_a_batch_boundary(
+    tmp_path: Path, table: pa.Table, fmt: str
+) -> None:
+    path = tmp_path / f"history.{fmt}"
+    _write_unchecked(_replace(table, "event_time", 4, T0 + timedelta(minutes=10)), path)
+    expected = [
+        Reject(
+            4,
+            "event_time",
+            "2025-09-03T10:25:00.123Z is earlier than the previous row's "
+            "2025-09-03T10:45:00.123Z" + _ORDER,
+        )
+    ]
+    for batch_rows in (4, 65_536):
+        rejects: list[Reject] = []
+        kept = pa.concat_tables(read_history_batches(path, batch_rows, rejects=rejects))
+        assert rejects == expected
+        assert kept.column("event_id").to_pylist() == ["e0", "e1", "e2", "e3", "e5", "e6"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_collecting_still_raises_for_a_missing_column(
+    tmp_path: Path, table: pa.Table, fmt: str
+) -> None:
+    path = tmp_path / f"history.{fmt}"
+    _write_unchecked(table.drop_columns(["status"]), path)
+    with pytest.raises(HistoryError, match=r"missing required column\(s\) 'status'"):
+        list(read_history_batches(path, rejects=[]))
+
+
+def test_collecting_still_raises_for_a_column_of_the_wrong_type(
+    tmp_path: Path, table: pa.Table
+) -> None:
+    path = tmp_path / "history.parquet"
+    steps = pa.array([[1]] * table.num_rows, pa.list_(pa.int64()))
+    pq.write_table(_nullable(table).set_column(20, "steps", steps), path)
+    with pytest.raises(HistoryError, match=r"column 'steps' has type list<\w+: int64>"):
+        list(read_history_batches(path, rejects=[]))
+
+
+def test_collecting_oracle_is_strict_unless_asked(tmp_path: Path) -> None:
+    path = tmp_path / "oracle.csv"
+    frame = ORACLE.copy()
+    frame.loc[6, "throughput"] = -3.0
+    frame.to_csv(path, index=False)
+    with pytest.raises(HistoryError, match=r"row 6, column 'throughput'"):
+        list(read_oracle_batches(path))
+
+
+# ---------------------------------------------------------------------------- check_events
+
+
+def test_check_events_accepts_valid_events_and_a_completion_without_steps() -> None:
+    no_steps = ("completed", _completed(7, "j4", "l1", 95, steps=None))
+    assert check_events([*EVENTS, no_steps]) == []
+    assert check_events([]) == []
+
+
+def test_check_events_rejects_contract_breaking_records() -> None:
+    events = [
+        EVENTS[0],
+        ("submitted", _submitted(1, "j5", "l3", 1, precision="bf32")),
+        ("submitted", _submitted(2, "j6", "l3", 2, num_devices=0)),
+        ("completed", _completed(3, "j1", "l1", 3, status="exploded", throughput=None)),
+        ("completed", _completed(4, "j2", "l1", 4, num_devices="eight")),  # wrong type
+        ("completed", _completed(5, "j3", "l2", 5, status="failed")),  # throughput set
+        ("submitted", _submitted(6, "j7", "l3", 6, steps=3)),  # a JobCompleted field
+        ("started", _submitted(7, "j8", "l3", 7)),
+        EVENTS[2],
+    ]
+    assert check_events(events) == [
+        Reject(1, "precision", "'bf32' is not one of fp32|bf16|fp16|fp8"),
+        Reject(2, "num_devices", "0 is not a positive (finite) number"),
+        Reject(3, "status", "'exploded' is not one of succeeded|failed|preempted"),
+        Reject(4, "num_devices", "'eight' is not a valid int32"),
+        Reject(
+            5,
+            "throughput",
+            "1234.5 is set on an attempt that did not succeed; "
+            "throughput is null unless status is 'succeeded'",
+        ),
+        Reject(6, "steps", "3 is set on a submitted row; it belongs to completed rows only"),
+        Reject(7, "event_type", "'started' is not one of submitted|completed"),
+    ]
+
+
+def test_check_events_leaves_order_and_duplicates_to_the_stream(table: pa.Table) -> None:
+    late_and_repeated = [*reversed(EVENTS), EVENTS[0], EVENTS[0]]
+    assert check_events(late_and_repeated) == []
+    # the same events as a history break its stream-level rules
+    with pytest.raises(HistoryError, match=r"column 'event_time'"):
+        events_to_table(late_and_repeated)
+
+
+def test_check_events_takes_what_fastavro_decodes() -> None:
+    from leap_stream.data.codec import AvroCodec
+
+    codec = AvroCodec()
+    decoded = [
+        ("submitted", codec.decode(codec.encode("JobSubmitted", EVENTS[0][1]))),
+        ("completed", codec.decode(codec.encode("JobCompleted", {**EVENTS[5][1], "steps": None}))),
+        ("completed", codec.decode(codec.encode("JobCompleted", {**EVENTS[5][1], "steps": -1}))),
+    ]
+    assert check_events(decoded) == [Reject(2, "steps", "-1 is negative")]

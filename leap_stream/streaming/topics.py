@@ -97,13 +97,16 @@ def create_topics(
 ) -> dict[str, str]:
     """Create the missing topics; check the existing ones. Returns ``{name: what happened}``.
 
-    Idempotent: run it again and every topic is ``exists``. Raises :class:`TopicError` when an
-    existing topic has another partition count than the service needs.
+    Idempotent: run it again and every topic is ``exists``. ``partitions`` applies to a new
+    fleet; an existing job topic's count wins. Raises :class:`TopicError` when existing topics
+    disagree with it (the job topics and the state are co-partitioned).
     """
     from confluent_kafka.admin import NewTopic
 
-    specs = topic_specs(names, partitions)
     existing = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+    if names.submitted in existing:  # an existing fleet keeps its partition count
+        partitions = len(existing[names.submitted].partitions)
+    specs = topic_specs(names, partitions)
     outcome: dict[str, str] = {}
     wrong = []
     for spec in specs:

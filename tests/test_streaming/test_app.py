@@ -17,6 +17,7 @@ from streaming_fixtures import (
     wait_for,
 )
 
+from leap_stream.data.codec import MARKER, encode
 from leap_stream.streaming.produce import EventProducer, produce_events
 from leap_stream.streaming.snapshots import read_snapshot
 
@@ -122,3 +123,115 @@ def test_a_worker_killed_twice_mid_trace_loses_nothing_and_learns_each_completio
     assert state["type_counts"] == core.type_counts
     for source in ("lineage_prior", "model", "cold_start"):
         assert state["intervals"].halfwidth(source) == core.intervals.halfwidth(source)
+
+
+def test_bad_messages_go_to_the_dead_letter_topic_and_the_rest_flows_on(
+    kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
+) -> None:
+    topics = fleet_topics(partitions=2)
+    valid = fleet_events[:40]
+    submitted = next(e for kind, e in valid if kind == "submitted")
+    completed = next(e for kind, e in valid if kind == "completed")
+    bad = [  # (topic, key, bytes, error type, words of the reason)
+        (topics.submitted, b"garbage", b"not avro at all", "CodecError", "wrong marker"),
+        (topics.completed, b"unknown", MARKER + bytes(8) + b"\x02", "CodecError", "fingerprint"),
+        (
+            topics.submitted,
+            b"wrong-type",
+            encode("JobCompleted", completed),
+            "CodecError",
+            "cannot read a leap.v1.JobCompleted message as leap.v1.JobSubmitted",
+        ),
+        (
+            topics.submitted,
+            b"contract",
+            encode("JobSubmitted", {**submitted, "job_id": "bad-1", "precision": "bf32"}),
+            "ContractError",
+            "'bf32' is not one of",
+        ),
+    ]
+    producer = EventProducer(kafka_bootstrap, topics)
+    for i, (kind, event) in enumerate(valid):
+        producer.send(kind, event)
+        if i % 10 == 5:
+            topic, key, value, _, _ = bad[i // 10]
+            producer.send_raw(topic, key, value)
+    producer.flush()
+    worker = WorkerProcess(kafka_bootstrap, topics, unique_name("g"), tmp_path).start()
+    try:
+        worker.wait_ready()
+        letters = {r["key"]: (m, r) for m, r in read_records(kafka_bootstrap, topics.dlq, 4)}
+        jobs = _submissions(valid)
+        rankings = read_records(kafka_bootstrap, topics.rankings, len(jobs))
+        dead_letters_counted = worker.metric("leap_dead_letters_total")
+    finally:
+        worker.stop()
+    assert dead_letters_counted == len(bad)
+    assert sorted(r["job_id"] for _, r in rankings) == sorted(jobs)  # the rest flowed on
+    assert set(letters) == {key for _, key, _, _, _ in bad}
+    for topic, key, value, error_type, words in bad:
+        letter = letters[key][1]
+        assert (letter["source_topic"], letter["payload"]) == (topic, value)
+        assert letter["error_type"] == error_type and words in letter["reason"], letter
+        assert _raw_at(kafka_bootstrap, topic, letter["partition"], letter["offset"]) == value
+
+
+def _raw_at(bootstrap: str, topic: str, partition: int, offset: int) -> bytes:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("raw")})
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        message = consumer.consume(1, timeout=30)[0]
+        return message.value()
+    finally:
+        consumer.close()
+
+
+def test_two_workers_on_four_partitions_rank_from_one_model_version_sequence(
+    kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
+) -> None:
+    topics = fleet_topics(partitions=4)
+    group = unique_name("g")
+    shared = ("--learning", "shared", "--snapshot-every", "40", "--snapshot-interval", "1")
+    workers = [
+        WorkerProcess(kafka_bootstrap, topics, group, tmp_path, *shared, worker_id="0"),
+        WorkerProcess(
+            kafka_bootstrap, topics, group, tmp_path, *shared, "--no-learner", worker_id="1"
+        ),
+    ]
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.wait_ready()
+        held = lambda: [w.metric("leap_assigned_partitions") for w in workers]  # noqa: E731
+        wait_for("both workers holding 4 input partitions", lambda: held() == [4.0, 4.0])
+        # paced, as live traffic: snapshots come out while the rankers rank
+        produce_events(EventProducer(kafka_bootstrap, topics), fleet_events, rate=400)
+        jobs = _submissions(fleet_events)
+        rankings = read_records(kafka_bootstrap, topics.rankings, len(jobs))
+        events_each = [w.metric("leap_events_total") for w in workers]
+    finally:
+        for worker in workers:
+            worker.stop()
+    snapshots = [r for _, r in read_records(kafka_bootstrap, topics.models, 2)]
+    published = [s["trained_on_events"] for s in snapshots]
+    assert published == sorted(published) and len(set(published)) >= 2
+    versions = {f"online-{n}" for n in [0, *published]}
+    assert Counter(r["job_id"] for _, r in rankings) == Counter(jobs)
+    assert all(events > 0 for events in events_each), events_each  # both did work
+    # every ranking names a published snapshot, and each partition's versions never go back
+    partition_of = {
+        record["job_id"]: message.partition()
+        for message, record in read_records(kafka_bootstrap, topics.submitted, len(jobs))
+    }
+    order = {job: i for i, job in enumerate(jobs)}
+    by_partition: dict[int, list[int]] = {}
+    for _, record in sorted(rankings, key=lambda mr: order[mr[1]["job_id"]]):
+        assert record["model_version"] in versions, record["model_version"]
+        learned = int(record["model_version"].removeprefix("online-"))
+        by_partition.setdefault(partition_of[record["job_id"]], []).append(learned)
+    assert len(by_partition) == 4
+    assert all(seq == sorted(seq) for seq in by_partition.values())
+    assert len({v for seq in by_partition.values() for v in seq}) >= 2  # the model moved on

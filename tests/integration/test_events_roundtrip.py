@@ -59,6 +59,7 @@ def one_of_each() -> list[tuple[str, dict[str, Any]]]:
         "metrics": {"within_10pct": 0.61},
         "payload_format": "pickle",
         "payload": b"\x80\x05\x95 not really a model",
+        "log_offsets": {"leap.learn:0": 1000},
     }
     dead_letter = {
         "event_id": "dead-1",

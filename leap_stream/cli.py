@@ -264,11 +264,26 @@ def _replay(
     batch_rows: int,
     report: bool,
     strict: bool = False,
+    via_kafka: str | None = None,
+    topic_prefix: str = "",
+    group_id: str = "leap-stream",
+    rate: float | None = None,
 ) -> None:
     from leap_stream.backtest.replay import REJECTS_FILE, OracleError, replay
     from leap_stream.data.history import HistoryError
 
-    with _exit_on(HistoryError, OracleError):
+    errors: tuple[type[Exception], ...] = (HistoryError, OracleError)
+    rankings = None
+    title = f"backtest of {history.name}"
+    if via_kafka is not None:
+        from confluent_kafka import KafkaException
+
+        from leap_stream.streaming.via_kafka import KafkaRankings
+
+        errors += (KafkaException, LookupError, TimeoutError)
+        rankings = KafkaRankings(via_kafka, topic_prefix, group_id, rate=rate)
+        title += f" via the service on {via_kafka}"
+    with _exit_on(*errors):
         summary = replay(
             history,
             out,
@@ -278,8 +293,15 @@ def _replay(
             progress=console.is_terminal,
             report=report,
             strict=strict,
+            rankings=rankings,
         )
-    console.print(summary_view(summary, title=f"backtest of {history.name}"))
+    console.print(summary_view(summary, title=title))
+    if rankings is not None and rankings.sent:
+        mode = f"at {rate:g} events/s" if rate else "in lock-step"
+        console.print(
+            f"{rankings.sent:,} events sent {mode}: {rankings.seconds:.1f} s, "
+            f"{1000 * rankings.seconds / rankings.sent:.1f} ms per event"
+        )
     rejected = summary["rejects"]["rows"]
     if rejected:
         console.print(
@@ -353,13 +375,55 @@ def replay_command(
             "rows and listing them in rejects.csv.",
         ),
     ] = False,
+    via_kafka: Annotated[
+        str | None,
+        typer.Option(
+            "--via-kafka",
+            metavar="BOOTSTRAP",
+            help="Rank through the running service at these Kafka bootstrap servers: each "
+            "event is sent to the job topics and each submission scored with the ranking read "
+            "back from the rankings topic.",
+        ),
+    ] = None,
+    topic_prefix: Annotated[
+        str, typer.Option("--topic-prefix", help="With --via-kafka: the service's topic prefix.")
+    ] = "",
+    group_id: Annotated[
+        str,
+        typer.Option("--group-id", help="With --via-kafka: the workers' consumer group."),
+    ] = "leap-stream",
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            "--rate",
+            min=0.001,
+            help="With --via-kafka: send freely at this many events/s, then wait for every "
+            "ranking (default: lock-step, each event once the worker processed the previous).",
+        ),
+    ] = None,
 ) -> None:
     """Backtest a history: rank each submission, score it when it completes, then learn.
 
     Rows that break the history format are skipped and listed in rejects.csv (see
-    docs/history-format.md), unless --strict.
+    docs/history-format.md), unless --strict. With --via-kafka the rankings come from the
+    running service (leap-stream serve); the lookup baseline and the scoring stay in-process.
     """
-    _replay(history, out, _load_catalog(catalog), oracle, batch_rows, report, strict)
+    if via_kafka is None and (rate is not None or topic_prefix or group_id != "leap-stream"):
+        err_console.print("[red]error:[/red] --topic-prefix, --group-id, --rate need --via-kafka")
+        raise typer.Exit(2)
+    _replay(
+        history,
+        out,
+        _load_catalog(catalog),
+        oracle,
+        batch_rows,
+        report,
+        strict,
+        via_kafka,
+        topic_prefix,
+        group_id,
+        rate,
+    )
 
 
 @import_app.command("mlperf")

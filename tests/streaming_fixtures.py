@@ -36,6 +36,7 @@ from leap_stream.data.codec import decode, encode
 from leap_stream.data.fleet import FleetConfig, generate_fleet
 from leap_stream.data.history import iter_events
 from leap_stream.streaming.topics import TopicNames, create_topics
+from leap_stream.streaming.transport import READ_COMMITTED, consume_available
 
 __all__ = [
     "WorkerProcess",
@@ -126,7 +127,7 @@ class RecordReader:
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": unique_name("reader"),
-                "isolation.level": "read_committed",
+                **READ_COMMITTED,
                 "enable.auto.commit": False,
             }
         )
@@ -136,7 +137,7 @@ class RecordReader:
         self.records: list[tuple[Any, dict[str, Any]]] = []  # (message, decoded value)
 
     def poll(self) -> int:
-        for message in self.consumer.consume(1000, timeout=0.2):
+        for message in consume_available(self.consumer, 0.2):
             assert message.error() is None, message.error()
             self.records.append((message, decode(message.value())))
         return len(self.records)

@@ -22,7 +22,7 @@ import json
 import os
 import time
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
@@ -39,10 +39,18 @@ from leap_stream.backtest.metrics import AttemptOutcome, Backtest
 from leap_stream.backtest.report import write_report
 from leap_stream.core import LeapCore, LookupRanker
 from leap_stream.core.catalog import Catalog
+from leap_stream.core.eligibility import Eligibility
 from leap_stream.core.ranking import Ranking
 from leap_stream.data.history import Reject, iter_events, read_oracle_batches
 
-__all__ = ["OracleError", "OracleStream", "replay"]
+__all__ = ["OracleError", "OracleStream", "RankingSource", "ranking_from_record", "replay"]
+
+RankingSource = Callable[
+    [Iterator[tuple[str, dict[str, Any]]]], Iterator[tuple[str, dict[str, Any], dict | None]]
+]
+"""Ranks a replay's events elsewhere (e.g. the service): takes the history's ``(kind, event)``
+pairs and yields them back in the same order as ``(kind, event, record)``, ``record`` being the
+submission's ``HardwareRanking`` record (None for a completion)."""
 
 # Pairwise order accuracy looks at every pair of eligible candidates (~1,000 for 46 types):
 # scoring one attempt in PAIRWISE_EVERY keeps it cheap and still counts millions of pairs.
@@ -135,6 +143,54 @@ class _InFlight:
     positions: np.ndarray  # catalog position of each candidate (-1: not in the catalog)
     has_eligible: bool
     truth: np.ndarray | None
+
+
+def ranking_from_record(
+    record: dict[str, Any], check: Eligibility, num_devices: int = 0
+) -> Ranking:
+    """A ``HardwareRanking`` record as a :class:`Ranking` over ``check``'s candidates.
+
+    What the record leaves out (predictions for ineligible candidates, the order's risk
+    adjustment) is not needed to score it: predictions of ineligible candidates stay NaN.
+    """
+    names = check.names
+    n = len(names)
+    slots: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        slots.setdefault(name, []).append(i)
+    candidates = record["candidates"]
+    order = np.array([slots[c["hardware_type"]].pop(0) for c in candidates], dtype=np.int64)
+    if len(order) != n:
+        raise ValueError(f"ranking of {record['job_id']}: {len(order)} candidates, expected {n}")
+
+    def column(key: str) -> np.ndarray:
+        values = np.full(n, np.nan)
+        values[order] = [np.nan if c[key] is None else c[key] for c in candidates]
+        return values
+
+    eligible = np.zeros(n, dtype=bool)
+    eligible[order] = [c["eligible"] for c in candidates]
+    source = np.empty(n, dtype=object)
+    source[order] = [c["source"] for c in candidates]
+    return Ranking(
+        job_id=record["job_id"],
+        lineage_id=record["lineage_id"],
+        event_time=record["event_time"],
+        model_version=record["model_version"],
+        num_devices=num_devices,
+        hardware=names,
+        eligible=eligible,
+        reasons=check.reason,
+        predicted=column("predicted_throughput"),
+        lower=column("throughput_lower"),
+        upper=column("throughput_upper"),
+        price=column("price_per_device_hour"),
+        cost_per_1k=column("predicted_cost_per_1k_samples"),
+        source=source,
+        order=order,
+        ranked_count=sum(c["rank"] is not None for c in candidates),
+        abstain_reason=record["abstain_reason"],
+    )
 
 
 def _value_for(
@@ -297,8 +353,13 @@ class _Session:
         self.forgotten = 0
         self._day: date | None = None
 
-    def submitted(self, event: dict[str, Any]) -> None:
-        """Rank a submission with both predictors; keep it until its attempt completes."""
+    def submitted(self, event: dict[str, Any], record: dict[str, Any] | None = None) -> None:
+        """Rank a submission with both predictors; keep it until its attempt completes.
+
+        ``record``: the model's ranking as a ``HardwareRanking`` record ranked elsewhere (the
+        service), scored instead of the in-process core's; the core still sees the
+        submission, for its state (lineages, pending attempts).
+        """
         core = self.core
         when = event["event_time"]
         if when.date() != self._day:  # once a day: forget idle lineages
@@ -306,6 +367,8 @@ class _Session:
             self.forgotten += core.evict_idle_lineages(when.timestamp() * 1000.0)
         check = core.rules.check(event)
         model_ranking = core.on_submitted(event, check)
+        if record is not None:
+            model_ranking = ranking_from_record(record, check, event["num_devices"])
         lookup_ranking = self.lookup.on_submitted(event, check)
         has_eligible = bool(check.eligible.any())
         self.backtest.observe_submission(
@@ -338,6 +401,7 @@ def replay(
     progress: bool = True,
     report: bool = True,
     strict: bool = False,
+    rankings: RankingSource | None = None,
 ) -> dict[str, Any]:
     """Replay ``history`` through the core; write summary.json, daily.csv and report.html.
 
@@ -355,6 +419,9 @@ def replay(
         False (default): a history row that breaks the contract is left out of the replay and
         written to ``rejects.csv`` (row, column, reason; only when there are any), and counted
         in the summary's ``rejects`` block. True: the first such row raises ``HistoryError``.
+    rankings
+        Where the model's rankings come from (:data:`RankingSource`, e.g.
+        :func:`leap_stream.streaming.via_kafka.kafka_rankings`); default: the in-process core.
 
     Returns
     -------
@@ -370,13 +437,14 @@ def replay(
     complete = False
     try:
         with _quiet_collector():
-            for kind, event in _events_with_progress(history, batch_rows, progress, rejects):
+            events = _events_with_progress(history, batch_rows, progress, rejects)
+            for kind, event, record in _with_rankings(events, rankings):
                 if rejects:  # a batch was just read with broken rows
                     quarantine.drain(rejects)
                     session.rejected = quarantine.rows
                 counts[kind] += 1
                 if kind == "submitted":
-                    session.submitted(event)
+                    session.submitted(event, record)
                 else:
                     session.completed(event)
         if rejects:  # the last batches may have been all broken rows
@@ -408,6 +476,16 @@ def replay(
             title=f"leap-stream backtest: {history.name}",
         )
     return summary
+
+
+def _with_rankings(
+    events: Iterator[tuple[str, dict[str, Any]]], rankings: RankingSource | None
+) -> Iterator[tuple[str, dict[str, Any], dict | None]]:
+    if rankings is not None:
+        yield from rankings(events)
+        return
+    for kind, event in events:
+        yield kind, event, None
 
 
 def _rate(counts: Counter[str], elapsed: float) -> float:

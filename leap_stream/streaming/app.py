@@ -67,6 +67,7 @@ from leap_stream.streaming.settings import ServiceSettings
 from leap_stream.streaming.snapshots import MODEL_KEY, read_snapshot, snapshot_record
 from leap_stream.streaming.state import ChangelogMap
 from leap_stream.streaming.topics import SNAPSHOT_MAX_BYTES
+from leap_stream.streaming.transport import READ_COMMITTED, consume_available
 from leap_stream.streaming.web import RecentRankings, ServiceMetrics, serve_http
 
 __all__ = ["Worker"]
@@ -107,7 +108,7 @@ def _read_to_end(
         {
             "bootstrap.servers": settings.bootstrap,
             "group.id": f"{settings.group_id}-reader",  # never joined, never committed
-            "isolation.level": "read_committed",
+            **READ_COMMITTED,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
         }
@@ -119,7 +120,7 @@ def _read_to_end(
         while open_:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {sorted(open_)} to its end took too long")
-            for message in reader.consume(1000, timeout=0.5):
+            for message in consume_available(reader, 0.5):
                 error = message.error()
                 if error is None:
                     on_message(message)
@@ -165,6 +166,7 @@ class Worker:
         self.ready = threading.Event()
         self.http_port: int | None = None
         self._fetched: dict[tuple[str, int], int] = {}  # next offset the consumer delivers
+        self._high_at_assign: dict[tuple[str, int], int] = {}  # each partition's end back then
         self._learn_next = 0  # next learn-log offset the learner has not folded
         self._learned_since_snapshot = 0
         self._snapshot_due_at = 0.0
@@ -191,6 +193,10 @@ class Worker:
                 "transaction.timeout.ms": 30_000,
                 "linger.ms": 2,
                 "compression.type": "lz4",
+                # a transaction begun right after a commit waits for it in steps of this
+                # (default 100 ms: a floor under every ranking's latency)
+                "retry.backoff.ms": 5,
+                "retry.backoff.max.ms": 100,
                 "message.max.bytes": SNAPSHOT_MAX_BYTES,
             }
         )
@@ -201,7 +207,7 @@ class Worker:
                 "bootstrap.servers": settings.bootstrap,
                 "group.id": settings.group_id,
                 "group.instance.id": f"{settings.group_id}-{settings.worker_id}",
-                "isolation.level": "read_committed",
+                **READ_COMMITTED,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 # range gives partition p of both job topics to the same worker
@@ -239,8 +245,11 @@ class Worker:
 
     def _poll_inputs(self) -> None:
         assert self._consumer is not None
-        timeout = 0.005 if len(self.merge) else 0.05
-        messages = self._consumer.consume(_CONSUME_BATCH, timeout=timeout)
+        # wait for one message (a batch call would wait its whole timeout for a full batch),
+        # then take whatever else is already here
+        messages = consume_available(
+            self._consumer, 0.005 if len(self.merge) else 0.05, _CONSUME_BATCH
+        )
         inputs = []
         for message in messages:
             if message.error() is not None:
@@ -288,6 +297,8 @@ class Worker:
     def _caught_up(self, source: tuple[str, int]) -> bool:
         assert self._consumer is not None
         _, high = self._consumer.get_watermark_offsets(TopicPartition(*source), cached=True)
+        if high < 0:  # the client learns a partition's end from its messages: none fetched yet
+            high = self._high_at_assign.get(source, -1)
         return high >= 0 and self._fetched.get(source, 0) >= high
 
     def _take_ready(self) -> list[_Input]:
@@ -417,8 +428,9 @@ class Worker:
         log.info("assigned partitions %s; restoring their state", numbers)
         self._restore_state(numbers)
         for tp in consumer.committed(partitions, timeout=_READS_TIMEOUT_S):
-            low, _ = consumer.get_watermark_offsets(tp, timeout=_READS_TIMEOUT_S)
+            low, high = consumer.get_watermark_offsets(tp, timeout=_READS_TIMEOUT_S)
             self._fetched[(tp.topic, tp.partition)] = max(tp.offset, low)
+            self._high_at_assign[(tp.topic, tp.partition)] = high
         self.merge.assign((tp.topic, tp.partition) for tp in partitions)
         self.metrics.assigned.set(len(self._fetched))
         self.ready.set()
@@ -428,6 +440,7 @@ class Worker:
         self.merge.revoke(sources)  # queued, never processed nor committed: fetched again
         for source in sources:
             self._fetched.pop(source, None)
+            self._high_at_assign.pop(source, None)
         numbers = {tp.partition for tp in partitions}
         self.pending.forget(numbers)
         self.priors.forget(numbers)
@@ -491,7 +504,7 @@ class Worker:
             {
                 "bootstrap.servers": self.settings.bootstrap,
                 "group.id": f"{self.settings.group_id}-follower",  # assigned, never committed
-                "isolation.level": "read_committed",
+                **READ_COMMITTED,
                 "enable.auto.commit": False,
             }
         )

@@ -54,6 +54,7 @@ from leap_stream.data.codec import CodecError, default_codec
 from leap_stream.data.history import check_events
 from leap_stream.streaming.produce import EventProducer
 from leap_stream.streaming.topics import TopicNames
+from leap_stream.streaming.transport import READ_COMMITTED, consume_available
 
 __all__ = ["LeapClient", "RankingSubscriber"]
 
@@ -171,7 +172,7 @@ class LeapClient:
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": f"leap-client-{uuid.uuid4().hex[:12]}",  # assigned, never joined
-                "isolation.level": "read_committed",
+                **READ_COMMITTED,
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
             }
@@ -281,7 +282,7 @@ class LeapClient:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            for message in self._consumer.consume(500, timeout=min(left, 0.5)):
+            for message in consume_available(self._consumer, min(left, 0.5), 500):
                 self._keep(message)
 
     def _keep(self, message: Message) -> None:
@@ -359,7 +360,7 @@ class RankingSubscriber:
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": group_id,
-                "isolation.level": "read_committed",
+                **READ_COMMITTED,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest" if from_beginning else "latest",
                 **config,
@@ -381,7 +382,7 @@ class RankingSubscriber:
         int
             How many rankings were handed to the policy (duplicates skipped are not counted).
         """
-        messages = self._consumer.consume(self.max_batch, timeout=timeout)
+        messages = consume_available(self._consumer, timeout, self.max_batch)
         done: dict[tuple[str, int], int] = {}  # next offset per partition, policy returned
         handed = 0
         try:

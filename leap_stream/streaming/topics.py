@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
-__all__ = ["TopicError", "TopicNames", "TopicSpec", "create_topics", "topic_specs"]
+__all__ = [
+    "TopicError",
+    "TopicNames",
+    "TopicSpec",
+    "create_topics",
+    "topic_specs",
+]
 
 # Snapshots are a pickled model of a few MB at most; the broker's default limit is 1 MB.
 SNAPSHOT_MAX_BYTES = 64 * 1024 * 1024

@@ -4,7 +4,7 @@ VENV   ?= .venv
 PYTHON ?= python3
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint broker-start broker-stop clean
+.PHONY: demo live test lint broker-start broker-stop clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,12 @@ $(STAMP): pyproject.toml
 ## The main job on the embedded default: no broker needed.
 demo: $(STAMP)
 	$(VENV)/bin/leap-stream demo
+
+## The streaming product: a local broker, one worker and the example scheduler, the demo fleet
+## streamed through them in a live view, then the demo's summary table.
+live: $(STAMP)
+	deploy/kafka/broker start >/dev/null
+	$(VENV)/bin/leap-stream demo --live --out out/live-demo --bootstrap $$(deploy/kafka/broker bootstrap)
 
 ## The whole test suite, integration tests included, against a real local Kafka broker.
 ## PYTEST_ARGS narrows it: make test PYTEST_ARGS="tests/test_cli.py tests/integration"

@@ -27,6 +27,8 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
+from leap_stream.streaming.cli import register as register_streaming_commands
+
 if TYPE_CHECKING:
     from leap_stream.core.catalog import Catalog
     from leap_stream.data.fleet import FleetStats
@@ -48,9 +50,7 @@ history_app = typer.Typer(
 )
 app.add_typer(import_app, name="import")
 app.add_typer(history_app, name="history")
-from leap_stream.streaming.cli import register as _register_streaming  # noqa: E402
-
-_register_streaming(app)
+register_streaming_commands(app)
 
 console = Console(highlight=False)
 # soft_wrap: an error stays one line however narrow the terminal, so it can be grepped.
@@ -529,25 +529,76 @@ def demo(
     out: Annotated[
         Path, typer.Option("--out", help="Directory for the demo fleet and its backtest.")
     ] = Path("out/demo"),
+    live: Annotated[
+        bool,
+        typer.Option(
+            "--live",
+            help="Stream the fleet through a real worker and the example scheduler on Kafka "
+            "(needs --bootstrap; `make live` starts a local broker).",
+        ),
+    ] = False,
+    bootstrap: Annotated[
+        str | None,
+        typer.Option(
+            "--bootstrap", envvar="LEAP_KAFKA_BOOTSTRAP", help="Kafka bootstrap, with --live."
+        ),
+    ] = None,
+    rate: Annotated[
+        float, typer.Option("--rate", min=1, help="Events per second sent, with --live.")
+    ] = 2_000.0,
 ) -> None:
     """Generate a small fleet and backtest it, on the packaged catalog (no broker needed)."""
+    if live and not bootstrap:
+        raise typer.BadParameter("--live needs --bootstrap (or LEAP_KAFKA_BOOTSTRAP)")
     catalog = _load_catalog(None)
     began = time.perf_counter()
     console.print(
         f"[bold]1/2[/bold] generating {DEMO_DAYS} days x {DEMO_JOBS_PER_DAY:,} attempts/day"
     )
     _generate(out, DEMO_DAYS, DEMO_JOBS_PER_DAY, DEMO_SEED, None, catalog)
-    console.print("[bold]2/2[/bold] replaying it through the model and the lookup table")
-    _replay(
-        out / "history.parquet",
-        out / "replay",
-        catalog,
-        out / "oracle.parquet",
-        batch_rows=65_536,
-        report=True,
-    )
+    if live:
+        assert bootstrap is not None
+        _live_demo(out, catalog, bootstrap, rate)
+        report = out / "live" / "report.html"
+    else:
+        console.print("[bold]2/2[/bold] replaying it through the model and the lookup table")
+        _replay(
+            out / "history.parquet",
+            out / "replay",
+            catalog,
+            out / "oracle.parquet",
+            batch_rows=65_536,
+            report=True,
+        )
+        report = out / "replay" / "report.html"
     console.print(f"demo done in {time.perf_counter() - began:.0f} s")
-    console.print(f"open the report: {(out / 'replay' / 'report.html').resolve()}", soft_wrap=True)
+    console.print(f"open the report: {report.resolve()}", soft_wrap=True)
+
+
+def _live_demo(out: Path, catalog: Catalog, bootstrap: str, rate: float) -> None:
+    from confluent_kafka import KafkaException
+
+    from leap_stream.backtest.replay import replay
+    from leap_stream.streaming.live import stream_demo
+
+    console.print(
+        f"[bold]2/2[/bold] streaming it through a worker and the example scheduler on "
+        f"{bootstrap} at {rate:,.0f} events/s"
+    )
+
+    def run(rankings: Any) -> dict[str, Any]:
+        return replay(
+            out / "history.parquet",
+            out / "live",
+            catalog,
+            oracle=out / "oracle.parquet",
+            progress=False,
+            rankings=rankings,
+        )
+
+    with _exit_on(KafkaException, RuntimeError, TimeoutError, LookupError):
+        summary = stream_demo(console, bootstrap, out / "live", rate, run)
+    console.print(summary_view(summary, title="backtest of the rankings the service made"))
 
 
 if __name__ == "__main__":  # `python -m leap_stream.cli`, used by benchmarks/

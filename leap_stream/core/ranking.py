@@ -90,27 +90,28 @@ class Ranking:
 
     def record(self, event_id: str | None = None) -> dict[str, Any]:
         """The ``leap.v1.HardwareRanking`` record (dict shape, as fastavro encodes it)."""
-
-        def opt(value: float) -> float | None:
-            return float(value) if np.isfinite(value) else None
-
-        def eligible_opt(i: int, value: float) -> float | None:
-            return opt(value) if self.eligible[i] else None
-
+        # whole columns to Python at once: per-element numpy scalars cost more than the ranking
+        eligible = self.eligible.tolist()
+        predicted = _optional(self.predicted, self.eligible)
+        lower = _optional(self.lower, self.eligible)
+        upper = _optional(self.upper, self.eligible)
+        price = _optional(self.price)
+        cost = _optional(self.cost_per_1k)
+        source = self.source.tolist()
         candidates = [
             {
                 "hardware_type": self.hardware[i],
                 "rank": rank + 1 if rank < self.ranked_count else None,
-                "eligible": bool(self.eligible[i]),
-                "ineligible_reason": self.reasons(int(i)),
-                "predicted_throughput": eligible_opt(i, self.predicted[i]),
-                "throughput_lower": eligible_opt(i, self.lower[i]),
-                "throughput_upper": eligible_opt(i, self.upper[i]),
-                "price_per_device_hour": opt(self.price[i]) or 0.0,
-                "predicted_cost_per_1k_samples": opt(self.cost_per_1k[i]),
-                "source": str(self.source[i]),
+                "eligible": eligible[i],
+                "ineligible_reason": None if eligible[i] else self.reasons(i),
+                "predicted_throughput": predicted[i],
+                "throughput_lower": lower[i],
+                "throughput_upper": upper[i],
+                "price_per_device_hour": price[i] or 0.0,
+                "predicted_cost_per_1k_samples": cost[i],
+                "source": str(source[i]),
             }
-            for rank, i in enumerate(self.order)
+            for rank, i in enumerate(self.order.tolist())
         ]
         return {
             "event_id": event_id or f"{self.job_id}/ranking",
@@ -122,6 +123,12 @@ class Ranking:
             "abstain_reason": self.abstain_reason,
             "candidates": candidates,
         }
+
+
+def _optional(values: np.ndarray, keep: np.ndarray | None = None) -> list[float | None]:
+    """``values`` as Python floats, None where not finite (or not ``keep``)."""
+    ok = np.isfinite(values) if keep is None else np.isfinite(values) & keep
+    return [v if k else None for v, k in zip(values.tolist(), ok.tolist(), strict=True)]
 
 
 def rank_candidates(

@@ -20,6 +20,7 @@ __all__ = [
     "FRAMEWORKS",
     "HISTORY_COLUMNS",
     "HISTORY_SCHEMA",
+    "JOB_CONFIG_FIELDS",
     "ORACLE_SCHEMA",
     "PRECISIONS",
     "STATUSES",
@@ -59,6 +60,21 @@ HISTORY_SCHEMA = pa.schema(
     ]
 )
 HISTORY_COLUMNS = tuple(HISTORY_SCHEMA.names)
+
+# The submission fields the model's features read (leap_stream.core.features), in schema
+# order: what a LearnExample carries of its job.
+JOB_CONFIG_FIELDS = (
+    "model_type",
+    "model_family",
+    "framework",
+    "param_count",
+    "global_batch_size",
+    "seq_len",
+    "precision",
+    "num_devices",
+    "tensor_parallel",
+    "pipeline_parallel",
+)
 
 SUBMITTED_ONLY_COLUMNS = (
     "model_type",

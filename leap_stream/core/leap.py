@@ -41,6 +41,7 @@ import numpy as np
 
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.eligibility import Eligibility, EligibilityRules
+from leap_stream.core.events import JOB_CONFIG_FIELDS
 from leap_stream.core.features import FeatureEncoder
 from leap_stream.core.intervals import ConformalIntervals
 from leap_stream.core.lookup import LookupTable
@@ -76,21 +77,6 @@ MAX_IDLE_DAYS = 60.0
 _SOURCES = SOURCES[:3]  # the model's own: lineage_prior, model, cold_start
 _SOURCE_NAMES = np.array(_SOURCES)
 _LOOKUP_SOURCE = np.array(["lookup"])
-
-
-# The submission fields the model's features read (leap_stream.core.features).
-JOB_CONFIG_FIELDS = (
-    "model_type",
-    "model_family",
-    "framework",
-    "param_count",
-    "global_batch_size",
-    "seq_len",
-    "precision",
-    "num_devices",
-    "tensor_parallel",
-    "pipeline_parallel",
-)
 
 
 class LearnExample(TypedDict):

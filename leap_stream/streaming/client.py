@@ -93,6 +93,24 @@ class _Recent:
         return self._items.pop(key, None)
 
 
+class _ClosedOnExit:
+    """``with`` closes it."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
 def _partitions(consumer: Consumer, topic: str, bootstrap: str) -> list[int]:
     """The partition numbers of ``topic``; :class:`LookupError` when it does not exist."""
     metadata = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
@@ -129,7 +147,7 @@ def _message_error(message: Message) -> bool:
     return True
 
 
-class LeapClient:
+class LeapClient(_ClosedOnExit):
     """Submit jobs and receive their rankings: request and reply over the job topics.
 
     The client's consumer is assigned every partition of the rankings topic, positioned at
@@ -253,17 +271,6 @@ class LeapClient:
             finally:
                 self._consumer.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def _checked(self, job: Mapping[str, Any]) -> dict[str, Any]:
         """The job as the worker will decode it; a contract error raised here, not lost."""
         event = {"event_id": str(uuid.uuid4()), "event_time": datetime.now(UTC), **job}
@@ -298,7 +305,7 @@ class LeapClient:
             self._kept.put(job_id, record)
 
 
-class RankingSubscriber:
+class RankingSubscriber(_ClosedOnExit):
     """Hands every ranking on the rankings topic to ``policy``: at least once, deduplicated.
 
     A consumer group on the rankings topic (``read_committed``, no auto commit). Offsets are
@@ -414,17 +421,6 @@ class RankingSubscriber:
         if not self._closed:
             self._closed = True
             self._consumer.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _decode(self, message: Message) -> dict[str, Any] | None:
         if not message.value():

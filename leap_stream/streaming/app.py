@@ -433,6 +433,17 @@ class Worker:
             self._high_at_assign[(tp.topic, tp.partition)] = high
         self.merge.assign((tp.topic, tp.partition) for tp in partitions)
         self.metrics.assigned.set(len(self._fetched))
+        if self.learner is self.core:
+            total = len(
+                consumer.list_topics(self.topics.submitted, 10)
+                .topics[self.topics.submitted]
+                .partitions
+            )
+            if len({tp.partition for tp in partitions}) < total:
+                log.warning(
+                    "learning inline while other workers hold partitions: each would learn "
+                    "a model of its own; run several workers with --learning shared"
+                )
         self.ready.set()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

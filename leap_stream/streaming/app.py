@@ -46,6 +46,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from confluent_kafka import (
@@ -175,6 +176,7 @@ class Worker:
         self._consumer: Consumer | None = None
         self._models: Consumer | None = None
         self._learn_log: Consumer | None = None
+        self._http: ThreadingHTTPServer | None = None
 
     # --- the loop --------------------------------------------------------------------------
 
@@ -182,8 +184,10 @@ class Worker:
         """Recover, then process until ``stop`` is set; close cleanly (nothing half-done)."""
         settings = self.settings
         if settings.web_port is not None:
-            server = serve_http(settings.web_port, self.ready, self.metrics, self.recent)
-            self.http_port = server.server_address[1]
+            self._http = serve_http(
+                settings.web_port, self.ready, self.metrics, self.recent, settings.web_host
+            )
+            self.http_port = self._http.server_address[1]
         self._producer = Producer(
             {
                 "bootstrap.servers": settings.bootstrap,
@@ -240,6 +244,8 @@ class Worker:
                 consumer.close()
         if self._producer is not None:
             self._producer.flush(10)
+        if self._http is not None:
+            self._http.shutdown()
 
     # --- inputs ----------------------------------------------------------------------------
 

@@ -48,6 +48,9 @@ def serve(
     web_port: Annotated[
         int, typer.Option("--web-port", help="HTTP port for /healthz, /metrics, /rankings.")
     ] = 6066,
+    web_host: Annotated[
+        str, typer.Option("--web-host", help="HTTP address; 0.0.0.0 to serve beyond this host.")
+    ] = "127.0.0.1",
     worker_id: Annotated[
         str,
         typer.Option(
@@ -105,6 +108,7 @@ def serve(
         max_batch=max_batch,
         catalog=catalog,
         web_port=web_port,
+        web_host=web_host,
     )
     _create(settings.bootstrap, settings.topic_prefix, settings.partitions, quiet=True)
     stop = threading.Event()

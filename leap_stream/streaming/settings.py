@@ -48,6 +48,7 @@ class ServiceSettings(BaseModel, frozen=True):
     session_timeout_ms: int = Field(10_000, ge=6_000, description="consumer group session")
     catalog: Path | None = Field(None, description="hardware catalog TOML (default: packaged)")
     web_port: int | None = Field(6066, description="HTTP port (health, metrics); None: none")
+    web_host: str = Field("127.0.0.1", description="HTTP address (0.0.0.0 in a container)")
 
     @property
     def topics(self) -> TopicNames:

@@ -145,9 +145,13 @@ def _json_default(value: Any) -> Any:
 
 
 def serve_http(
-    port: int, ready: threading.Event, metrics: ServiceMetrics, rankings: RecentRankings
+    port: int,
+    ready: threading.Event,
+    metrics: ServiceMetrics,
+    rankings: RecentRankings,
+    host: str = "127.0.0.1",
 ) -> ThreadingHTTPServer:
-    """Start the HTTP endpoints on 127.0.0.1:``port`` (0: any free port) in a daemon thread."""
+    """Start the HTTP endpoints on ``host:port`` (port 0: any free one) in a daemon thread."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -179,6 +183,6 @@ def serve_http(
         def log_message(self, format: str, *args: Any) -> None:
             pass  # requests are not worth a log line each
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = ThreadingHTTPServer((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="leap-http", daemon=True).start()
     return server

@@ -439,13 +439,128 @@ def import_mlperf_command(
     ],
     out: Annotated[Path, typer.Option("--out", help="Directory for history.parquet.")],
     catalog: CatalogOption = None,
+    round_date: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--round-date",
+            metavar="ROUND=YYYY-MM-DD",
+            help="Publication date of a round, e.g. v5.2=2026-06-03 (repeatable; overrides "
+            "the built-in dates).",
+        ),
+    ] = None,
+    benchmarks: Annotated[
+        Path | None,
+        typer.Option(
+            "--benchmarks",
+            metavar="FILE",
+            help="TOML of extra benchmark specs, one table per benchmark (docs/real-data.md).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Write the closed-division MLPerf Training results as a history (docs/real-data.md)."""
-    from leap_stream.data.importers.mlperf import MlperfImportError, import_mlperf
+    from leap_stream.data.importers.mlperf import (
+        MlperfImportError,
+        import_mlperf,
+        load_benchmarks,
+        parse_round_dates,
+    )
 
     catalog_ = _load_catalog(catalog)
     with _exit_on(MlperfImportError):
-        stats = import_mlperf(csv_path, out, catalog_)
+        dates = parse_round_dates(round_date or [])
+        specs = load_benchmarks(benchmarks) if benchmarks is not None else None
+        stats = import_mlperf(csv_path, out, catalog_, round_dates=dates, benchmarks=specs)
+    table = _import_table(stats, csv_path)
+
+    def counts(items: Mapping[str, int]) -> str:
+        return ", ".join(f"{name} ({n:,})" for name, n in items.items()) or "none"
+
+    table.add_row("unknown benchmarks (rows)", counts(stats.unknown_benchmarks))
+    table.add_row("unknown hardware (rows)", counts(stats.unknown_hardware))
+    table.add_row("rounds without a date (rows)", counts(stats.unknown_rounds))
+    for round_, day in stats.placed_rounds.items():
+        table.add_row(f"  {round_} placed at", f"{day} (after the last dated round)")
+    console.print(table)
+    console.print(f"history written to {out / 'history.parquet'}; backtest it with:")
+    console.print(
+        f"  leap-stream replay {out / 'history.parquet'} --out {out / 'replay'}", soft_wrap=True
+    )
+
+
+@import_app.command("gavel")
+def import_gavel_command(
+    csv_path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="CSV",
+            help="Gavel job-type throughputs (gavel_throughputs.csv).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Directory for history.parquet.")],
+    source: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--source", help="source_file to keep (repeatable; default physical_cluster)."
+        ),
+    ] = None,
+    placement: Annotated[
+        list[str] | None,
+        typer.Option("--placement", help="placement to keep (repeatable; default consolidated)."),
+    ] = None,
+    num_gpus: Annotated[
+        list[int] | None,
+        typer.Option("--num-gpus", help="GPU count to keep (repeatable; default 1)."),
+    ] = None,
+    all_rows: Annotated[
+        bool,
+        typer.Option("--all", help="Keep every source, placement and GPU count."),
+    ] = False,
+    catalog: CatalogOption = None,
+) -> None:
+    """Write Gavel's measured throughputs (K80/P100/V100) as a history (docs/real-data.md)."""
+    from leap_stream.data.importers.gavel import GavelImportError, import_gavel
+
+    catalog_ = _load_catalog(catalog)
+    with _exit_on(GavelImportError):
+        stats = import_gavel(
+            csv_path,
+            out,
+            catalog_,
+            sources=None if all_rows else (source or ["physical_cluster"]),
+            placements=None if all_rows else (placement or ["consolidated"]),
+            num_gpus=None if all_rows else (num_gpus or [1]),
+        )
+    console.print(_import_table(stats, csv_path))
+    console.print(f"history written to {out / 'history.parquet'}; backtest it with:")
+    console.print(
+        f"  leap-stream replay {out / 'history.parquet'} --out {out / 'replay'}", soft_wrap=True
+    )
+
+
+@import_app.command("neusight")
+def import_neusight_command(
+    csv_path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="CSV",
+            help="NeuSight measured latencies (neusight_latency.csv).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Directory for history.parquet.")],
+    catalog: CatalogOption = None,
+) -> None:
+    """Write NeuSight's measured training iterations as a history (docs/real-data.md)."""
+    from leap_stream.data.importers.neusight import NeusightImportError, import_neusight
+
+    catalog_ = _load_catalog(catalog)
+    with _exit_on(NeusightImportError):
+        stats = import_neusight(csv_path, out, catalog_)
     console.print(_import_table(stats, csv_path))
     console.print(f"history written to {out / 'history.parquet'}; backtest it with:")
     console.print(

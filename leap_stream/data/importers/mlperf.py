@@ -22,6 +22,8 @@ another type, times the median speed ratio of the two types over the other bench
 from __future__ import annotations
 
 import math
+import re
+import tomllib
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,15 +41,18 @@ from leap_stream.data.history import events_to_table, write_history
 
 __all__ = [
     "BENCHMARKS",
+    "BENCHMARK_ALIASES",
     "DROP_REASONS",
     "ROUND_DATES",
     "BenchmarkSpec",
     "ImportStats",
     "MlperfImportError",
     "import_mlperf",
+    "load_benchmarks",
     "mlperf_events",
     "naive_ratio_predictions",
     "naive_ratio_summary",
+    "parse_round_dates",
 ]
 
 
@@ -88,6 +93,8 @@ class BenchmarkSpec:
         What ``tracked_throughput_median`` counts: ``"system"`` samples/s of the whole system,
         ``"device"`` samples/s of one accelerator (RetinaNet logs per rank), ``"token"``
         tokens/s of the whole system (GPT-3 logs tokens).
+    fp8
+        Recorded as fp8 on fp8-capable hardware (LLM submissions), else bf16 (fp16 without bf16).
 
     Examples
     --------
@@ -101,38 +108,103 @@ class BenchmarkSpec:
     samples_to_train: float | None
     reference_batch: int
     logged_unit: Literal["system", "device", "token"] = "system"
+    fp8: bool = False
 
 
 # Sizes are public model sizes (docs/real-data.md says where each comes from and which are
 # counted from the architecture). samples_to_train: the file's own median of logged
 # throughput x time to train over results whose logged figure is whole-system, rounded to three
-# digits; docs/real-data.md shows each as passes over the training set.
+# digits; docs/real-data.md shows each as passes over the training set. Benchmarks that the
+# realdata file has no results of have samples_to_train None (their rows are counted under
+# ``no_samples_measure``): give the figure with ``--benchmarks FILE`` once results exist.
 BENCHMARKS: Mapping[str, BenchmarkSpec] = MappingProxyType(
     {
+        # BERT-Large, 340M (Devlin et al. 2019). Until v5.0.
         "bert": BenchmarkSpec("dense_llm", 340_000_000, 512, 2.50e6, 448),
-        "gpt3": BenchmarkSpec("dense_llm", 175_000_000_000, 2048, 5.91e5, 2048, "token"),
-        "llama2_70b_lora": BenchmarkSpec("dense_llm", 70_000_000_000, 8192, 3.64e3, 8),
+        # GPT-3 175B (Brown et al. 2020, Table 2.1).
+        "gpt3": BenchmarkSpec("dense_llm", 175_000_000_000, 2048, 5.91e5, 2048, "token", True),
+        # Llama 2 70B (Touvron et al. 2023, Table 1); LoRA trains a tiny fraction. v4.0 on.
+        "llama2_70b_lora": BenchmarkSpec("dense_llm", 70_000_000_000, 8192, 3.64e3, 8, fp8=True),
+        # Llama 3.1 405B and 8B (Meta's Llama 3.1 model card; Dubey et al. 2024, "The Llama 3
+        # Herd of Models", Table 3: 405B and 8B, 8,192-token pretraining context). 405B
+        # pretraining from v5.0 (replaced GPT-3), 8B from v5.1 (replaced BERT); batch: the
+        # reference's global batch (1152 sequences for 405B; 8B's is an assumption).
+        "llama31_405b": BenchmarkSpec("dense_llm", 405_000_000_000, 8192, None, 1152, fp8=True),
+        "llama31_8b": BenchmarkSpec("dense_llm", 8_030_000_000, 8192, None, 32, fp8=True),
+        # ResNet-50 v1.5, 25,557,032 (torchvision's count).
         "resnet": BenchmarkSpec("cnn", 25_557_032, None, 4.55e7, 3264),
+        # RetinaNet (from v2.0; the results folder is "ssd" to v4.1, "retinanet" from v5.0).
         "ssd": BenchmarkSpec("cnn", 37_000_000, None, 4.95e6, 256, "device"),
+        # SSD with a ResNet-34 backbone (before v2.0, folder "ssd" there too): 36.3M (Reddi et
+        # al. 2020, "MLPerf Inference Benchmark", Table 1, the same SSD-ResNet34).
+        "ssd_resnet34": BenchmarkSpec("cnn", 36_300_000, None, None, 1024),
+        # Mask R-CNN R50-FPN, 44,401,393 (torchvision's count).
         "maskrcnn": BenchmarkSpec("cnn", 44_401_393, None, 1.67e6, 96),
+        # 3D U-Net, ~31M counted from its widths.
         "unet3d": BenchmarkSpec("cnn", 31_000_000, None, 4.14e5, 56),
+        # RNN-T, ~45M counted from its layers.
         "rnnt": BenchmarkSpec("speech", 45_000_000, None, 1.40e7, 1536),
+        # GNMT, 210M (Reddi et al. 2020, Table 1); an LSTM seq2seq, the family RNN-T has.
+        "gnmt": BenchmarkSpec("speech", 210_000_000, None, None, 1024),
+        # Transformer big, 213M (Vaswani et al. 2017, Table 3).
+        "transformer": BenchmarkSpec("dense_llm", 213_000_000, None, None, 1024),
+        # NCF (NeuMF on MovieLens-20M), ~31.8M counted: (138,493 users + 26,744 items) x
+        # (64 + 128) embedding widths + the 256-256-128-64 MLP.
+        "ncf": BenchmarkSpec("recsys", 31_800_000, None, None, 1_048_576),
+        # DLRM on Criteo 1TB, ~24B (embeddings); DLRM-dcnv2 from v3.0.
         "dlrm": BenchmarkSpec("recsys", 24_000_000_000, None, 3.78e9, 55296),
         "dlrm_dcnv2": BenchmarkSpec("recsys", 24_000_000_000, None, 3.15e9, 55296),
+        # Stable Diffusion v2 UNet, 865M (Stability AI's model card). v3.1-v5.0.
         "stable_diffusion": BenchmarkSpec("diffusion", 865_000_000, None, 3.30e6, 1024),
+        # Flux.1, 12B (Black Forest Labs: "a 12 billion parameter rectified flow
+        # transformer"). v5.1 (replaced Stable Diffusion); batch is an assumption.
+        "flux1": BenchmarkSpec("diffusion", 12_000_000_000, None, None, 1024),
+        # R-GAT on IGBH-full, ~8M (order of magnitude only). v4.0 on ("gnn", "rgat" from v5.0).
         "gnn": BenchmarkSpec("gnn", 8_000_000, None, 8.39e7, 16384),
+        # MiniGo, ~2.3M; logs no samples/s.
         "minigo": BenchmarkSpec("cnn", 2_300_000, None, None, 1),
     }
 )
 
-# Publication dates of the rounds (MLCommons press releases); results are placed at 00:00 UTC.
-ROUND_DATES: Mapping[str, datetime] = MappingProxyType(
+# Results-folder names that are another name of a benchmark above: v5.0 renamed two, and
+# v0.5 named folders by task. A folder keeps its name in job ids; lineage and model type use
+# the benchmark's. "ssd" is SSD-ResNet34 before v2.0 (see _benchmark_key).
+BENCHMARK_ALIASES: Mapping[str, str] = MappingProxyType(
     {
-        "v2.0": datetime(2022, 6, 29, tzinfo=UTC),
-        "v3.1": datetime(2023, 11, 8, tzinfo=UTC),
-        "v4.0": datetime(2024, 6, 12, tzinfo=UTC),
+        "retinanet": "ssd",
+        "rgat": "gnn",
+        "image_classification": "resnet",
+        "object_detection": "maskrcnn",
+        "single_stage_detector": "ssd_resnet34",
+        "rnn_translator": "gnmt",
+        "translation": "transformer",
+        "recommendation": "ncf",
+        "reinforcement": "minigo",
     }
 )
+
+# Publication dates of the rounds: the day MLCommons published each round's results (its press
+# release and the training_results_<round> repository), 00:00 UTC. Rounds without a date here
+# or in ``--round-date`` are placed after the last dated round, in version order, a month apart
+# (ROUND_GAP); an undated round older than that cannot be placed and its rows are dropped.
+ROUND_DATES: Mapping[str, datetime] = MappingProxyType(
+    {
+        "v0.5": datetime(2018, 12, 12, tzinfo=UTC),
+        "v0.6": datetime(2019, 7, 10, tzinfo=UTC),
+        "v0.7": datetime(2020, 7, 29, tzinfo=UTC),
+        "v1.0": datetime(2021, 6, 30, tzinfo=UTC),
+        "v1.1": datetime(2021, 12, 1, tzinfo=UTC),
+        "v2.0": datetime(2022, 6, 29, tzinfo=UTC),
+        "v2.1": datetime(2022, 11, 9, tzinfo=UTC),
+        "v3.0": datetime(2023, 6, 27, tzinfo=UTC),
+        "v3.1": datetime(2023, 11, 8, tzinfo=UTC),
+        "v4.0": datetime(2024, 6, 12, tzinfo=UTC),
+        "v4.1": datetime(2024, 11, 13, tzinfo=UTC),
+        "v5.0": datetime(2025, 6, 4, tzinfo=UTC),
+        "v5.1": datetime(2025, 11, 12, tzinfo=UTC),
+    }
+)
+ROUND_GAP = timedelta(days=30)
 
 # Results of one round are submitted this far apart, each completing shortly after, so every
 # earlier result is known before the next one arrives (a round spans < 1 day at 262 results).
@@ -143,7 +215,7 @@ COMPLETION_DELAY = timedelta(minutes=2)
 # this factor of the benchmark's samples to train; outside it is per-device/per-node logging.
 WORK_RATIO_WINDOW = (0.5, 2.0)
 LARGE_BATCH_FACTOR = 4
-FP8_BENCHMARKS = frozenset({"gpt3", "llama2_70b_lora"})
+FP8_BENCHMARKS = frozenset(name for name, spec in BENCHMARKS.items() if spec.fp8)
 
 _REQUIRED_COLUMNS = (
     "round",
@@ -209,6 +281,7 @@ DROP_REASONS = (
     "no_batch_size",
     "large_batch_no_tracked",
     "no_throughput",
+    "unknown_round",
 )
 
 
@@ -232,6 +305,12 @@ class ImportStats:
     throughput_sources
         Kept results by where their throughput came from: ``tracked`` (the logged figure) or
         ``time_to_train`` (samples to train / time to train).
+    unknown_benchmarks, unknown_hardware
+        Rows dropped as ``unmapped_benchmark`` / ``not_in_catalog``, by benchmark / type.
+    unknown_rounds
+        Rows read whose round has no date (built in or given), by round.
+    placed_rounds
+        Undated rounds placed after the last dated one: round -> the ISO date used.
 
     Examples
     --------
@@ -247,6 +326,10 @@ class ImportStats:
     attempts: int
     hardware_types: tuple[str, ...]
     throughput_sources: dict[str, int] = field(default_factory=dict)
+    unknown_benchmarks: dict[str, int] = field(default_factory=dict)
+    unknown_hardware: dict[str, int] = field(default_factory=dict)
+    unknown_rounds: dict[str, int] = field(default_factory=dict)
+    placed_rounds: dict[str, str] = field(default_factory=dict)
 
 
 def _first_batch(value: Any) -> float:
@@ -273,11 +356,11 @@ def _framework(text: Any, benchmark: str, hardware: str) -> str:
     return _FRAMEWORK_ENUM[chosen]
 
 
-def _precision(benchmark: str, hardware: str, catalog: Catalog) -> str:
+def _precision(spec: BenchmarkSpec, hardware: str, catalog: Catalog) -> str:
     accelerator = catalog[hardware]
     if not accelerator.bf16_support:
         return "fp16"
-    if benchmark in FP8_BENCHMARKS and accelerator.fp8_support:
+    if spec.fp8 and accelerator.fp8_support:
         return "fp8"  # a guess: Transformer Engine / Habana fp8 were the LLM norm from 2023
     return "bf16"
 
@@ -332,8 +415,198 @@ def _read_results(csv_path: Path) -> pd.DataFrame:
     return frame
 
 
+_ROUND_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
+_SPEC_FIELDS = {
+    "model_family": str,
+    "param_count": int,
+    "seq_len": int,
+    "samples_to_train": float,
+    "reference_batch": int,
+    "logged_unit": str,
+    "fp8": bool,
+}
+_REQUIRED_SPEC_FIELDS = ("model_family", "param_count", "reference_batch")
+
+
+def _round_version(name: str) -> tuple[int, ...] | None:
+    """``"v5.1"`` -> ``(5, 1)``; None when the name has no version number.
+
+    >>> _round_version("v5.1"), _round_version("v10.0"), _round_version("spring")
+    ((5, 1), (10, 0), None)
+    """
+    match = _ROUND_VERSION.fullmatch(name.strip().lower())
+    if match is None:
+        return None
+    return tuple(int(part) for part in match.groups() if part is not None)
+
+
+def parse_round_dates(values: list[str] | tuple[str, ...]) -> dict[str, datetime]:
+    """``["vX.Y=YYYY-MM-DD", ...]`` (``--round-date``) as round -> 00:00 UTC of that day.
+
+    Raises
+    ------
+    MlperfImportError
+        When a value is not ``round=date`` with an ISO date.
+
+    Examples
+    --------
+    >>> parse_round_dates(["v5.2=2026-06-03"])["v5.2"].isoformat()
+    '2026-06-03T00:00:00+00:00'
+    >>> parse_round_dates(["v5.2:2026"])
+    Traceback (most recent call last):
+    ...
+    leap_stream.data.importers.mlperf.MlperfImportError: --round-date 'v5.2:2026': expected ...
+    """
+    dates: dict[str, datetime] = {}
+    for value in values:
+        name, sep, day = value.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            parsed = datetime.strptime(day.strip(), "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError:
+            raise MlperfImportError(
+                f"--round-date {value!r}: expected ROUND=YYYY-MM-DD, e.g. v5.2=2026-06-03"
+            ) from None
+        dates[name.strip()] = parsed
+    return dates
+
+
+def load_benchmarks(path: str | Path) -> dict[str, BenchmarkSpec]:
+    """Benchmark specs from a TOML file (``--benchmarks``): one table per benchmark.
+
+    The keys are :class:`BenchmarkSpec`'s fields; ``model_family``, ``param_count`` and
+    ``reference_batch`` are required, the others default as in the built-in table (``seq_len``
+    and ``samples_to_train`` absent means None). A benchmark of the built-in table is
+    replaced whole.
+
+    Raises
+    ------
+    MlperfImportError
+        Naming the file and the key when the file cannot be read or a value is wrong.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> text = '[my_llm]\\nmodel_family = "dense_llm"\\nparam_count = 7_000_000_000\\n'
+    >>> text += 'seq_len = 4096\\nsamples_to_train = 1.5e6\\nreference_batch = 512\\n'
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     Path(tmp, "b.toml").write_text(text)
+    ...     load_benchmarks(Path(tmp, "b.toml"))["my_llm"].param_count
+    126
+    7000000000
+    """
+    from leap_stream.data.fleet.zoo import FAMILIES
+
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            document = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise MlperfImportError(f"{path}: cannot read the benchmarks file ({exc})") from None
+    families = sorted(spec.name for spec in FAMILIES)
+    specs: dict[str, BenchmarkSpec] = {}
+    for name, table in document.items():
+        where = f"{path} [{name}]"
+        if not isinstance(table, dict):
+            raise MlperfImportError(f"{where}: expected a table of BenchmarkSpec fields")
+        unknown = sorted(set(table) - set(_SPEC_FIELDS))
+        if unknown:
+            raise MlperfImportError(
+                f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(_SPEC_FIELDS)}"
+            )
+        for key in _REQUIRED_SPEC_FIELDS:
+            if key not in table:
+                raise MlperfImportError(f"{where}, key {key!r}: missing (required)")
+        for key, value in table.items():
+            kind = _SPEC_FIELDS[key]
+            ok = (
+                isinstance(value, bool)
+                if kind is bool
+                else isinstance(value, kind) and not isinstance(value, bool)
+            )
+            if kind is float:
+                ok = isinstance(value, int | float) and not isinstance(value, bool)
+            if not ok:
+                raise MlperfImportError(f"{where}, key {key!r}: {value!r} is not a {kind.__name__}")
+            if kind in (int, float) and not value > 0:
+                raise MlperfImportError(f"{where}, key {key!r}: {value!r} must be positive")
+        if table["model_family"] not in families:
+            raise MlperfImportError(
+                f"{where}, key 'model_family': {table['model_family']!r} is not one of "
+                f"{', '.join(families)}"
+            )
+        unit = table.get("logged_unit", "system")
+        if unit not in ("system", "device", "token"):
+            raise MlperfImportError(
+                f"{where}, key 'logged_unit': {unit!r} is not one of system, device, token"
+            )
+        if unit == "token" and "seq_len" not in table:
+            raise MlperfImportError(f"{where}, key 'seq_len': required when logged_unit is 'token'")
+        specs[name] = BenchmarkSpec(
+            model_family=table["model_family"],
+            param_count=table["param_count"],
+            seq_len=table.get("seq_len"),
+            samples_to_train=(
+                float(table["samples_to_train"]) if "samples_to_train" in table else None
+            ),
+            reference_batch=table["reference_batch"],
+            logged_unit=unit,
+            fp8=table.get("fp8", False),
+        )
+    return specs
+
+
+def _benchmark_key(folder: str, round_: str, specs: Mapping[str, BenchmarkSpec]) -> str:
+    """The benchmark a results folder holds: itself, an alias's target, or SSD-ResNet34.
+
+    >>> _benchmark_key("ssd", "v1.1", BENCHMARKS), _benchmark_key("ssd", "v2.0", BENCHMARKS)
+    ('ssd_resnet34', 'ssd')
+    >>> _benchmark_key("rgat", "v5.0", BENCHMARKS)
+    'gnn'
+    """
+    if folder in specs and folder not in BENCHMARKS:
+        return folder  # given by --benchmarks: taken as it is
+    if folder == "ssd":
+        version = _round_version(round_)
+        return "ssd_resnet34" if version is not None and version < (2, 0) else "ssd"
+    return BENCHMARK_ALIASES.get(folder, folder)
+
+
+def _place_rounds(
+    rounds: set[str], dates: Mapping[str, datetime]
+) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """Dates of ``rounds``: (every placeable round's, the undated ones placed after the last).
+
+    An undated round with a version above every dated round's goes ROUND_GAP after the one
+    before it in version order; any other undated round gets no date.
+
+    >>> dates = {"v5.1": datetime(2025, 11, 12, tzinfo=UTC)}
+    >>> every, placed = _place_rounds({"v5.1", "v6.0", "v5.2", "v4.9", "x"}, dates)
+    >>> sorted((r, d.date().isoformat()) for r, d in placed.items())
+    [('v5.2', '2025-12-12'), ('v6.0', '2026-01-11')]
+    >>> sorted(every)
+    ['v5.1', 'v5.2', 'v6.0']
+    """
+    every = {r: dates[r] for r in rounds if r in dates}
+    dated = [(v, d) for r, d in dates.items() if (v := _round_version(r)) is not None]
+    if not dated:
+        return every, {}
+    last_version, last_date = max(dated, key=lambda vd: (vd[0], vd[1]))
+    later = sorted(
+        (v, r)
+        for r in rounds - set(dates)
+        if (v := _round_version(r)) is not None and v > last_version
+    )
+    placed = {r: last_date + (k + 1) * ROUND_GAP for k, (_, r) in enumerate(later)}
+    return {**every, **placed}, placed
+
+
 def mlperf_events(
-    csv_path: str | Path, catalog: Catalog | None = None
+    csv_path: str | Path,
+    catalog: Catalog | None = None,
+    round_dates: Mapping[str, datetime] | None = None,
+    benchmarks: Mapping[str, BenchmarkSpec] | None = None,
 ) -> tuple[list[tuple[str, dict[str, Any]]], ImportStats]:
     """The history events of an MLPerf results table, in event-time order, and the stats.
 
@@ -343,6 +616,11 @@ def mlperf_events(
         A table with the columns of ``mlperf_training.csv`` (realdata README).
     catalog
         Hardware catalog; results on types it lacks are dropped. Default: the packaged one.
+    round_dates
+        Publication dates that add to or override :data:`ROUND_DATES` (``--round-date``).
+    benchmarks
+        Specs that add to or replace :data:`BENCHMARKS` (``--benchmarks``, see
+        :func:`load_benchmarks`).
 
     Returns
     -------
@@ -353,8 +631,8 @@ def mlperf_events(
     Raises
     ------
     MlperfImportError
-        When the file cannot be read, lacks a column, has a non-numeric number, or a kept
-        result's round has no date in :data:`ROUND_DATES`.
+        When the file cannot be read, lacks a column or has a non-numeric number. Unknown
+        benchmarks, hardware and rounds are never fatal: they are counted in the stats.
 
     Examples
     --------
@@ -372,29 +650,36 @@ def mlperf_events(
     """
     csv_path = Path(csv_path)
     catalog = catalog if catalog is not None else default_catalog()
+    specs = {**BENCHMARKS, **(benchmarks or {})}
+    known_dates = {**ROUND_DATES, **(round_dates or {})}
     frame = _read_results(csv_path)
+    rounds = {str(r) for r in frame["round"]}
+    dates, placed = _place_rounds(rounds, known_dates)
     drops: Counter[str] = Counter()
     sources: Counter[str] = Counter()
+    unknown: dict[str, Counter[str]] = {"benchmark": Counter(), "hardware": Counter()}
     kept: list[dict[str, Any]] = []
-    for i, row in enumerate(frame.to_dict("records")):
-        reason, attempt = _attempt(row, catalog, sources)
+    for row in frame.to_dict("records"):
+        reason, attempt = _attempt(row, catalog, specs)
+        if reason == "unmapped_benchmark":
+            unknown["benchmark"][str(row["benchmark"])] += 1
+        elif reason == "not_in_catalog":
+            unknown["hardware"][str(row["accelerator_type"])] += 1
+        if reason is None and attempt["round"] not in dates:
+            reason = "unknown_round"
         if reason is not None:
             drops[reason] += 1
             continue
-        if attempt["round"] not in ROUND_DATES:
-            raise MlperfImportError(
-                f"{csv_path} row {i}, column 'round': {attempt['round']!r} has no publication "
-                f"date; known rounds: {', '.join(ROUND_DATES)}"
-            )
+        sources[attempt["source"]] += 1
         kept.append(attempt)
 
-    kept.sort(key=lambda a: (ROUND_DATES[a["round"]], *a["order"]))
+    kept.sort(key=lambda a: (dates[a["round"]], *a["order"]))
     events: list[tuple[str, dict[str, Any]]] = []
     index_in_round: Counter[str] = Counter()
     for attempt in kept:
         n = index_in_round[attempt["round"]]
         index_in_round[attempt["round"]] += 1
-        submitted_at = ROUND_DATES[attempt["round"]] + n * ATTEMPT_SPACING
+        submitted_at = dates[attempt["round"]] + n * ATTEMPT_SPACING
         job_id = attempt["job_id"]
         common = {"job_id": job_id, "lineage_id": attempt["lineage_id"]}
         events.append(
@@ -427,12 +712,20 @@ def mlperf_events(
         attempts=len(kept),
         hardware_types=tuple(sorted({a["completed"]["hardware_type"] for a in kept})),
         throughput_sources=dict(sorted(sources.items())),
+        unknown_benchmarks=dict(sorted(unknown["benchmark"].items())),
+        unknown_hardware=dict(sorted(unknown["hardware"].items())),
+        unknown_rounds=dict(
+            sorted(Counter(r for r in map(str, frame["round"]) if r not in known_dates).items())
+        ),
+        placed_rounds={r: d.date().isoformat() for r, d in sorted(placed.items())},
     )
     return events, stats
 
 
 def _attempt(
-    row: Mapping[str, Any], catalog: Catalog, sources: Counter[str]
+    row: Mapping[str, Any],
+    catalog: Catalog,
+    specs: Mapping[str, BenchmarkSpec],
 ) -> tuple[str | None, dict[str, Any]]:
     """One result as an attempt, or the reason it is dropped (docs/real-data.md, in order)."""
     if str(row["division"]).strip().lower() != "closed":
@@ -442,8 +735,9 @@ def _attempt(
     hardware = str(row["accelerator_type"])
     if hardware not in catalog:
         return "not_in_catalog", {}
-    benchmark = str(row["benchmark"])
-    spec = BENCHMARKS.get(benchmark)
+    folder, round_ = str(row["benchmark"]), str(row["round"])
+    benchmark = _benchmark_key(folder, round_, specs)
+    spec = specs.get(benchmark)
     if spec is None:
         return "unmapped_benchmark", {}
     if spec.samples_to_train is None:
@@ -457,14 +751,14 @@ def _attempt(
     throughput, source = _throughput(row, spec, batch)
     if throughput is None:
         return source, {}
-    sources[source] += 1
     minutes = row["time_to_train_minutes"]
     samples = throughput * minutes * 60.0 if pd.notna(minutes) else spec.samples_to_train
-    submitter, system, round_ = str(row["submitter"]), str(row["system"]), str(row["round"])
+    submitter, system = str(row["submitter"]), str(row["system"])
     return None, {
         "round": round_,
-        "order": (submitter.casefold(), system.casefold(), benchmark),
-        "job_id": f"mlperf/{round_}/{submitter}/{system}/{benchmark}",
+        "source": source,
+        "order": (submitter.casefold(), system.casefold(), folder),
+        "job_id": f"mlperf/{round_}/{submitter}/{system}/{folder}",
         "lineage_id": f"mlperf-{benchmark}",
         "submitted": {
             "model_type": benchmark,
@@ -473,7 +767,7 @@ def _attempt(
             "param_count": spec.param_count,
             "global_batch_size": int(batch),
             "seq_len": spec.seq_len,
-            "precision": _precision(benchmark, hardware, catalog),
+            "precision": _precision(spec, hardware, catalog),
             "num_devices": int(count),
             "tensor_parallel": 1,
             "pipeline_parallel": 1,
@@ -490,7 +784,13 @@ def _attempt(
     }
 
 
-def import_mlperf(csv_path: Path, out_dir: Path, catalog: Catalog | None = None) -> ImportStats:
+def import_mlperf(
+    csv_path: Path,
+    out_dir: Path,
+    catalog: Catalog | None = None,
+    round_dates: Mapping[str, datetime] | None = None,
+    benchmarks: Mapping[str, BenchmarkSpec] | None = None,
+) -> ImportStats:
     """Write ``out_dir/history.parquet`` from an MLPerf Training results table.
 
     There is no oracle: real results have no counterfactual truth.
@@ -503,6 +803,8 @@ def import_mlperf(csv_path: Path, out_dir: Path, catalog: Catalog | None = None)
         Created if missing; ``history.parquet`` is replaced.
     catalog
         Hardware catalog (default: the packaged one).
+    round_dates, benchmarks
+        As :func:`mlperf_events`.
 
     Returns
     -------
@@ -530,7 +832,7 @@ def import_mlperf(csv_path: Path, out_dir: Path, catalog: Catalog | None = None)
     >>> round(history["throughput"].dropna().iloc[0])  # 45.5M images / 1200 s
     37917
     """
-    events, stats = mlperf_events(csv_path, catalog)
+    events, stats = mlperf_events(csv_path, catalog, round_dates, benchmarks)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_history([events_to_table(events)], out_dir / "history.parquet")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -10,16 +11,21 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from realdata_paths import MLPERF_CSV as REAL_CSV
+from typer.testing import CliRunner
 
+from leap_stream.cli import app
 from leap_stream.data.history import read_history_batches
 from leap_stream.data.importers.mlperf import (
     BENCHMARKS,
     DROP_REASONS,
+    ROUND_DATES,
     MlperfImportError,
     import_mlperf,
+    load_benchmarks,
     mlperf_events,
     naive_ratio_predictions,
     naive_ratio_summary,
+    parse_round_dates,
 )
 
 
@@ -124,6 +130,8 @@ DROPPED = {
     "no_batch_size": _row(submitter="b", global_batch_size=None),
     "large_batch_no_tracked": _row(submitter="l", global_batch_size="6912"),
     "no_throughput": _row(submitter="t", time_to_train_minutes=None),
+    # Older than every dated round and undated: cannot be placed.
+    "unknown_round": _row(submitter="r", round="v0.1"),
 }
 
 
@@ -276,11 +284,194 @@ def test_import_is_deterministic(small_csv: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "a" / "oracle.parquet").exists()
 
 
-def test_unknown_round_names_row_and_column(tmp_path: Path) -> None:
+def _submitted_times(events: list[tuple[str, dict[str, Any]]]) -> dict[str, datetime]:
+    return {e["job_id"]: e["event_time"] for kind, e in events if kind == "submitted"}
+
+
+def test_every_published_round_has_a_date_in_order() -> None:
+    versions = [f"v0.{m}" for m in (5, 6, 7)] + [
+        f"v{a}.{b}" for a in (1, 2, 3, 4, 5) for b in (0, 1)
+    ]
+    assert list(ROUND_DATES) == versions
+    dates = list(ROUND_DATES.values())
+    assert dates == sorted(dates) and len(set(dates)) == len(dates)
+    assert ROUND_DATES["v5.1"].date().isoformat().startswith("2025-11")
+
+
+def test_round_without_a_builtin_date_is_placed_or_given(tmp_path: Path) -> None:
+    # v4.2 never existed: undated and older than v5.1, so it cannot be placed (never fatal).
     path = tmp_path / "r.csv"
-    pd.DataFrame([_row(), _row(round="v9.9", submitter="x")]).to_csv(path, index=False)
-    with pytest.raises(MlperfImportError, match=r"r\.csv row 1, column 'round': 'v9\.9'"):
-        import_mlperf(path, tmp_path / "out")
+    pd.DataFrame([_row(), _row(round="v4.2", submitter="x")]).to_csv(path, index=False)
+    events, stats = mlperf_events(path)
+    assert stats.rows_kept == 1 and stats.dropped["unknown_round"] == 1
+    assert stats.unknown_rounds == {"v4.2": 1} and stats.placed_rounds == {}
+    # --round-date gives it a date: kept, at that day.
+    given = parse_round_dates(["v4.2=2025-01-15"])
+    events, stats = mlperf_events(path, round_dates=given)
+    assert stats.rows_kept == 2 and stats.dropped["unknown_round"] == 0
+    assert stats.unknown_rounds == {}
+    times = _submitted_times(events)
+    assert times["mlperf/v4.2/x/dgxh100/bert"] == datetime(2025, 1, 15, tzinfo=UTC)
+    # A built-in date can be overridden too.
+    events, _ = mlperf_events(path, round_dates=parse_round_dates(["v3.1=2023-11-15"]))
+    assert _submitted_times(events)["mlperf/v3.1/NVIDIA/dgxh100/bert"] == datetime(
+        2023, 11, 15, tzinfo=UTC
+    )
+
+
+def test_later_unknown_rounds_go_after_the_last_known_in_version_order(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    rows = [
+        _row(round="v6.0", submitter="b"),
+        _row(round="v5.1"),
+        _row(round="v5.10", submitter="a"),
+    ]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    events, stats = mlperf_events(path)
+    assert stats.rows_kept == 3 and stats.dropped["unknown_round"] == 0
+    assert stats.unknown_rounds == {"v5.10": 1, "v6.0": 1}
+    last = ROUND_DATES["v5.1"]
+    assert stats.placed_rounds == {
+        "v5.10": (last + timedelta(days=30)).date().isoformat(),
+        "v6.0": (last + timedelta(days=60)).date().isoformat(),
+    }
+    order = [e["job_id"].split("/")[1] for kind, e in events if kind == "submitted"]
+    assert order == ["v5.1", "v5.10", "v6.0"]
+    # A given date for a later round moves the ones after it.
+    events, stats = mlperf_events(path, round_dates=parse_round_dates(["v5.10=2026-03-01"]))
+    assert stats.placed_rounds == {"v6.0": "2026-03-31"}
+
+
+def test_round_date_option_errors_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(MlperfImportError, match=r"--round-date 'v5\.2=June': expected"):
+        parse_round_dates(["v5.2=June"])
+    path = tmp_path / "r.csv"
+    pd.DataFrame([_row()]).to_csv(path, index=False)
+    result = CliRunner().invoke(
+        app, ["import", "mlperf", str(path), "--out", str(tmp_path / "o"), "--round-date", "x"]
+    )
+    assert result.exit_code == 2
+
+
+def test_newer_benchmarks_and_folder_aliases_have_specs(tmp_path: Path) -> None:
+    for name in ("llama31_8b", "llama31_405b", "llama2_70b_lora", "flux1", "gnn", "ssd_resnet34"):
+        assert name in BENCHMARKS
+    assert BENCHMARKS["llama31_405b"].param_count == 405_000_000_000
+    path = tmp_path / "r.csv"
+    rows = [
+        # v5.0 renamed the RetinaNet folder: same lineage as "ssd" of earlier rounds.
+        _row(
+            round="v5.0", benchmark="retinanet", global_batch_size="256", time_to_train_minutes=36.0
+        ),
+        # "ssd" before v2.0 is SSD-ResNet34: its own lineage (no samples-to-train figure).
+        _row(round="v1.1", benchmark="ssd", submitter="old", accelerator_type="A100-SXM-80GB"),
+    ]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    events, stats = mlperf_events(path)
+    submitted = [e for kind, e in events if kind == "submitted"]
+    assert [(e["job_id"], e["lineage_id"]) for e in submitted] == [
+        ("mlperf/v5.0/NVIDIA/dgxh100/retinanet", "mlperf-ssd")
+    ]
+    assert stats.dropped["no_samples_measure"] == 1 and stats.unknown_benchmarks == {}
+
+
+def test_unknown_benchmarks_and_hardware_are_counted(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    rows = [
+        _row(),
+        _row(benchmark="tetris", submitter="a"),
+        _row(benchmark="tetris", submitter="b"),
+        _row(benchmark="chess", submitter="c"),
+        _row(accelerator_type="Warp-Drive-9000", submitter="d"),
+    ]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    _, stats = mlperf_events(path)
+    assert stats.rows_kept == 1 and stats.dropped["unmapped_benchmark"] == 3
+    assert stats.unknown_benchmarks == {"chess": 1, "tetris": 2}
+    assert stats.unknown_hardware == {"Warp-Drive-9000": 1}
+    result = CliRunner().invoke(app, ["import", "mlperf", str(path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "chess (1), tetris (2)" in text and "Warp-Drive-9000 (1)" in text
+
+
+BENCHMARKS_TOML = """
+[tetris]
+model_family = "cnn"
+param_count = 1_000_000
+samples_to_train = 2.0e6
+reference_batch = 256
+
+[bert]  # replaces the built-in spec
+model_family = "dense_llm"
+param_count = 340_000_000
+seq_len = 512
+samples_to_train = 5.0e6
+reference_batch = 448
+fp8 = true
+"""
+
+
+def test_benchmarks_file_adds_a_benchmark(tmp_path: Path) -> None:
+    toml = tmp_path / "benchmarks.toml"
+    toml.write_text(BENCHMARKS_TOML)
+    specs = load_benchmarks(toml)
+    assert specs["tetris"].seq_len is None and specs["tetris"].logged_unit == "system"
+    path = tmp_path / "r.csv"
+    rows = [_row(), _row(benchmark="tetris", submitter="a", global_batch_size="256")]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    events, stats = mlperf_events(path, benchmarks=specs)
+    assert stats.rows_kept == 2 and stats.unknown_benchmarks == {}
+    completed = {e["job_id"]: e["throughput"] for kind, e in events if kind == "completed"}
+    assert completed["mlperf/v3.1/a/dgxh100/tetris"] == pytest.approx(2.0e6 / 300)
+    assert completed["mlperf/v3.1/NVIDIA/dgxh100/bert"] == pytest.approx(5.0e6 / 300)
+    submitted = {e["job_id"]: e for kind, e in events if kind == "submitted"}
+    assert submitted["mlperf/v3.1/a/dgxh100/tetris"]["lineage_id"] == "mlperf-tetris"
+    assert submitted["mlperf/v3.1/NVIDIA/dgxh100/bert"]["precision"] == "fp8"
+    result = CliRunner().invoke(
+        app,
+        ["import", "mlperf", str(path), "--out", str(tmp_path / "o"), "--benchmarks", str(toml)],
+    )
+    assert result.exit_code == 0, result.output
+    assert re.search(r"rows kept \(attempts\)\s*│\s*2\s", result.output)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[x\nmodel_family = 1", r"b\.toml: cannot read the benchmarks file"),
+        ('[x]\nmodel_family = "cnn"\nparam_count = 5', r"b\.toml \[x\], key 'reference_batch'"),
+        (
+            '[x]\nmodel_family = "cnn"\nparam_count = "5M"\nreference_batch = 8',
+            r"b\.toml \[x\], key 'param_count': '5M' is not a int",
+        ),
+        (
+            '[x]\nmodel_family = "tabular"\nparam_count = 5\nreference_batch = 8',
+            r"b\.toml \[x\], key 'model_family': 'tabular' is not one of",
+        ),
+        (
+            '[x]\nmodel_family = "cnn"\nparam_count = 5\nreference_batch = 8\nsize = 1',
+            r"b\.toml \[x\]: unknown key\(s\) size",
+        ),
+        (
+            '[x]\nmodel_family = "cnn"\nparam_count = 5\nreference_batch = -8',
+            r"b\.toml \[x\], key 'reference_batch': -8 must be positive",
+        ),
+    ],
+)
+def test_malformed_benchmarks_file_names_file_and_key(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    toml = tmp_path / "b.toml"
+    toml.write_text(text)
+    with pytest.raises(MlperfImportError, match=message):
+        load_benchmarks(toml)
+    csv = tmp_path / "r.csv"
+    pd.DataFrame([_row()]).to_csv(csv, index=False)
+    result = CliRunner().invoke(
+        app, ["import", "mlperf", str(csv), "--out", str(tmp_path / "o"), "--benchmarks", str(toml)]
+    )
+    assert result.exit_code == 2 and "b.toml" in result.output
 
 
 def test_missing_column_and_bad_number_are_named(tmp_path: Path) -> None:

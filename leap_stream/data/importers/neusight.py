@@ -1,0 +1,339 @@
+"""NeuSight's measured training iterations (ASPLOS'25) as a leap-stream history.
+
+:func:`import_neusight` turns ``neusight_latency.csv`` (one measured training or inference
+iteration latency of a transformer on one of 12 GPUs; see ``shared/realdata/README.md`` beside
+the repository) into a history: one attempt per training row, a submitted and a completed event
+each, ``samples_per_sec`` (batch / iteration latency) as throughput. Each configuration (model,
+sequence length, batch size, parallelism) is one lineage, so its throughput on one GPU is
+predicted from what it measured on the others (``docs/real-data.md``).
+
+>>> NEUSIGHT_MODELS["gpt2_large"].param_count, parallel_degrees("tp4")
+(774030080, (4, 1))
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pandas as pd
+
+from leap_stream.core.catalog import Catalog, default_catalog
+from leap_stream.data.history import events_to_table, write_history
+from leap_stream.data.importers.gavel import arrival_key
+from leap_stream.data.importers.mlperf import ImportStats
+
+__all__ = [
+    "NEUSIGHT_DROP_REASONS",
+    "NEUSIGHT_MODELS",
+    "NEUSIGHT_START",
+    "NeusightImportError",
+    "NeusightModel",
+    "import_neusight",
+    "neusight_events",
+    "parallel_degrees",
+]
+
+
+class NeusightImportError(ValueError):
+    """A NeuSight latency table that cannot be read or lacks a column.
+
+    Examples
+    --------
+    >>> raise NeusightImportError("n.csv: missing required column(s) 'mode'")
+    Traceback (most recent call last):
+    ...
+    leap_stream.data.importers.neusight.NeusightImportError: n.csv: missing required column(s) ...
+    """
+
+
+@dataclass(frozen=True)
+class NeusightModel:
+    """What leap-stream records about one NeuSight model (``docs/real-data.md``).
+
+    Attributes
+    ----------
+    model_type
+        A readable name for the ``model_type`` field (``GPT2-Large``).
+    model_family
+        A family of the synthetic zoo (``leap_stream.data.fleet.zoo.FAMILIES``).
+    param_count
+        Published model size (``switchxl4`` is an estimate).
+
+    Examples
+    --------
+    >>> NEUSIGHT_MODELS["switchxl4"].model_family
+    'moe'
+    """
+
+    model_type: str
+    model_family: str
+    param_count: int
+
+
+NEUSIGHT_MODELS: Mapping[str, NeusightModel] = MappingProxyType(
+    {
+        "bert_large": NeusightModel("BERT-Large", "dense_llm", 340_000_000),
+        "gpt2_large": NeusightModel("GPT2-Large", "dense_llm", 774_030_080),
+        "gpt3_xl": NeusightModel("GPT3-XL", "dense_llm", 1_300_000_000),
+        "gpt3_27": NeusightModel("GPT3-2.7B", "dense_llm", 2_700_000_000),
+        "opt_13": NeusightModel("OPT-1.3B", "dense_llm", 1_300_000_000),
+        # Switch Transformer with 4 experts at XL width: ~4B is an estimate, not a published size.
+        "switchxl4": NeusightModel("SwitchXL4", "moe", 4_000_000_000),
+    }
+)
+
+# NeuSight was presented at ASPLOS'25 (2025-03-30); measurements are placed from that day.
+NEUSIGHT_START = datetime(2025, 3, 30, tzinfo=UTC)
+ATTEMPT_SPACING = timedelta(minutes=5)
+COMPLETION_DELAY = timedelta(minutes=2)
+
+NEUSIGHT_DROP_REASONS = (
+    "not_train",
+    "no_samples_per_sec",
+    "unknown_model",
+    "not_in_catalog",
+    "unknown_parallelism",
+    "duplicate",
+)
+
+_REQUIRED_COLUMNS = (
+    "model",
+    "mode",
+    "seq_len",
+    "batch_size",
+    "parallelism",
+    "device",
+    "accelerator_type",
+    "num_gpus",
+    "samples_per_sec",
+)
+_PARALLELISM = re.compile(r"^(single|dp\d+|tp(\d+)|pp(\d+)(?:_\d+)?)$")
+
+
+def parallel_degrees(parallelism: str) -> tuple[int, int] | None:
+    """``(tensor_parallel, pipeline_parallel)`` of a NeuSight parallelism label, None if unknown.
+
+    ``single`` and ``dpN`` are (1, 1); ``tpN`` is (N, 1); ``ppN_M`` (M micro-batches) is (1, N).
+
+    Examples
+    --------
+    >>> parallel_degrees("single"), parallel_degrees("dp4"), parallel_degrees("pp4_1")
+    ((1, 1), (1, 1), (1, 4))
+    >>> parallel_degrees("zero3") is None
+    True
+    """
+    match = _PARALLELISM.match(parallelism.strip().lower())
+    if match is None:
+        return None
+    tensor, pipeline = match.group(2), match.group(3)
+    return int(tensor or 1), int(pipeline or 1)
+
+
+def _read(csv_path: Path) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(csv_path)
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise NeusightImportError(f"{csv_path}: cannot read the latency table ({exc})") from None
+    missing = [c for c in _REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise NeusightImportError(
+            f"{csv_path}: missing required column(s) {', '.join(map(repr, missing))}"
+        )
+    for column in ("seq_len", "batch_size", "num_gpus", "samples_per_sec"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame
+
+
+def neusight_events(
+    csv_path: str | Path, catalog: Catalog | None = None
+) -> tuple[list[tuple[str, dict[str, Any]]], ImportStats]:
+    """The history events of a NeuSight latency table, in event-time order, and the stats.
+
+    Parameters
+    ----------
+    csv_path
+        A table with the columns of ``neusight_latency.csv`` (realdata README).
+    catalog
+        Hardware catalog; rows on types it lacks are counted (``not_in_catalog``) and dropped.
+        Default: the packaged one.
+
+    Returns
+    -------
+    events, stats
+        ``(event_type, event dict)`` pairs as :func:`leap_stream.data.history.events_to_table`
+        takes them, and an :class:`~leap_stream.data.importers.mlperf.ImportStats` whose
+        ``dropped`` has every reason of :data:`NEUSIGHT_DROP_REASONS`.
+
+    Raises
+    ------
+    NeusightImportError
+        When the file cannot be read or lacks a column.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> rows = [{"model": m, "mode": mode, "seq_len": 1024, "batch_size": 4,
+    ...     "parallelism": "tp4", "device": "d", "accelerator_type": "H100-SXM", "num_gpus": 4,
+    ...     "samples_per_sec": 18.9} for m, mode in [("gpt2_large", "train"),
+    ...     ("gpt2_large", "inf"), ("llama_7b", "train")]]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     pd.DataFrame(rows).to_csv(f"{tmp}/n.csv", index=False)
+    ...     events, stats = neusight_events(f"{tmp}/n.csv")
+    >>> stats.attempts, stats.dropped["not_train"], stats.dropped["unknown_model"]
+    (1, 1, 1)
+    >>> events[0][1]["lineage_id"], events[0][1]["tensor_parallel"]
+    ('neusight/gpt2_large/s1024/bs4/tp4', 4)
+    """
+    csv_path = Path(csv_path)
+    catalog = catalog if catalog is not None else default_catalog()
+    frame = _read(csv_path)
+    drops: Counter[str] = Counter()
+    kept: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for row in frame.to_dict("records"):
+        reason, attempt = _attempt(row, catalog)
+        if reason is None and attempt["job_id"] in seen:
+            reason = "duplicate"
+        if reason is not None:
+            drops[reason] += 1
+            continue
+        seen.add(attempt["job_id"])
+        kept.append(attempt)
+
+    kept.sort(key=lambda a: arrival_key(a["job_id"]))
+    events: list[tuple[str, dict[str, Any]]] = []
+    for n, attempt in enumerate(kept):
+        submitted_at = NEUSIGHT_START + n * ATTEMPT_SPACING
+        job_id = attempt["job_id"]
+        common = {"job_id": job_id, "lineage_id": attempt["lineage_id"]}
+        events.append(
+            (
+                "submitted",
+                {
+                    "event_id": f"{job_id}/submitted",
+                    "event_time": submitted_at,
+                    **common,
+                    **attempt["submitted"],
+                },
+            )
+        )
+        events.append(
+            (
+                "completed",
+                {
+                    "event_id": f"{job_id}/completed",
+                    "event_time": submitted_at + COMPLETION_DELAY,
+                    **common,
+                    **attempt["completed"],
+                },
+            )
+        )
+    stats = ImportStats(
+        rows_read=len(frame),
+        rows_kept=len(kept),
+        dropped={reason: drops[reason] for reason in NEUSIGHT_DROP_REASONS},
+        lineages=len({a["lineage_id"] for a in kept}),
+        attempts=len(kept),
+        hardware_types=tuple(sorted({a["completed"]["hardware_type"] for a in kept})),
+        throughput_sources={"samples_per_sec": len(kept)} if kept else {},
+    )
+    return events, stats
+
+
+def _attempt(row: Mapping[str, Any], catalog: Catalog) -> tuple[str | None, dict[str, Any]]:
+    """One training row as an attempt, or the reason it is dropped (NEUSIGHT_DROP_REASONS order)."""
+    if str(row["mode"]).strip().lower() != "train":
+        return "not_train", {}
+    throughput, batch, gpus = row["samples_per_sec"], row["batch_size"], row["num_gpus"]
+    if any(pd.isna(v) or v <= 0 for v in (throughput, batch, gpus)):
+        return "no_samples_per_sec", {}
+    name = str(row["model"])
+    model = NEUSIGHT_MODELS.get(name)
+    if model is None:
+        return "unknown_model", {}
+    hardware = row["accelerator_type"]
+    if pd.isna(hardware) or str(hardware) not in catalog:
+        return "not_in_catalog", {}
+    hardware = str(hardware)
+    parallelism = str(row["parallelism"])
+    degrees = parallel_degrees(parallelism)
+    if degrees is None:
+        return "unknown_parallelism", {}
+    seq_len = int(row["seq_len"]) if pd.notna(row["seq_len"]) and row["seq_len"] > 0 else None
+    batch, gpus = int(batch), int(gpus)
+    lineage = f"neusight/{name}/s{seq_len}/bs{batch}/{parallelism}"
+    return None, {
+        "job_id": f"{lineage}/{gpus}x{hardware}",
+        "lineage_id": lineage,
+        "submitted": {
+            "model_type": model.model_type,
+            "model_family": model.model_family,
+            "framework": "pytorch",
+            "param_count": model.param_count,
+            # NeuSight's batch is the whole iteration's: samples_per_sec = batch / latency.
+            "global_batch_size": batch,
+            "seq_len": seq_len,
+            # Models built from HF configs in fp32, TF32 disabled (NeuSight's tracer).
+            "precision": "fp32",
+            "num_devices": gpus,
+            "tensor_parallel": degrees[0],
+            "pipeline_parallel": degrees[1],
+            "requested_hardware": hardware,
+            "candidate_hardware": None,
+        },
+        "completed": {
+            "hardware_type": hardware,
+            "num_devices": gpus,
+            "status": "succeeded",
+            "throughput": float(throughput),
+            "steps": None,
+        },
+    }
+
+
+def import_neusight(csv_path: Path, out_dir: Path, catalog: Catalog | None = None) -> ImportStats:
+    """Write ``out_dir/history.parquet`` from a NeuSight latency table (no oracle).
+
+    Parameters
+    ----------
+    csv_path
+        ``neusight_latency.csv`` or a table with its columns.
+    out_dir
+        Created if missing; ``history.parquet`` is replaced.
+    catalog
+        Hardware catalog (default: the packaged one).
+
+    Returns
+    -------
+    ImportStats
+
+    Raises
+    ------
+    NeusightImportError
+        As :func:`neusight_events`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> rows = [{"model": "bert_large", "mode": "train", "seq_len": 512, "batch_size": 8,
+    ...     "parallelism": "single", "device": "d", "accelerator_type": t, "num_gpus": 1,
+    ...     "samples_per_sec": s} for t, s in [("H100-SXM", 33.9), ("MI250", 20.5)]]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     pd.DataFrame(rows).to_csv(f"{tmp}/n.csv", index=False)
+    ...     stats = import_neusight(Path(tmp, "n.csv"), Path(tmp, "out"))
+    ...     history = pd.read_parquet(Path(tmp, "out", "history.parquet"))
+    >>> stats.hardware_types, len(history)
+    (('H100-SXM', 'MI250'), 4)
+    """
+    events, stats = neusight_events(csv_path, catalog)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_history([events_to_table(events)], out_dir / "history.parquet")
+    return stats

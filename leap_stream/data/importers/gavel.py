@@ -26,7 +26,7 @@ import pandas as pd
 
 from leap_stream.core.catalog import Catalog, default_catalog
 from leap_stream.data.history import events_to_table, write_history
-from leap_stream.data.importers.mlperf import ImportStats
+from leap_stream.data.importers.mlperf import ImportStats, attempt_events
 
 __all__ = [
     "GAVEL_ACCELERATORS",
@@ -218,30 +218,7 @@ def gavel_events(
     events: list[tuple[str, dict[str, Any]]] = []
     for n, attempt in enumerate(kept):
         submitted_at = GAVEL_START + n * ATTEMPT_SPACING
-        job_id = attempt["job_id"]
-        common = {"job_id": job_id, "lineage_id": attempt["lineage_id"]}
-        events.append(
-            (
-                "submitted",
-                {
-                    "event_id": f"{job_id}/submitted",
-                    "event_time": submitted_at,
-                    **common,
-                    **attempt["submitted"],
-                },
-            )
-        )
-        events.append(
-            (
-                "completed",
-                {
-                    "event_id": f"{job_id}/completed",
-                    "event_time": submitted_at + COMPLETION_DELAY,
-                    **common,
-                    **attempt["completed"],
-                },
-            )
-        )
+        events += attempt_events(attempt, submitted_at, COMPLETION_DELAY)
     stats = ImportStats(
         rows_read=len(frame),
         rows_kept=len(kept),

@@ -47,6 +47,7 @@ __all__ = [
     "BenchmarkSpec",
     "ImportStats",
     "MlperfImportError",
+    "attempt_events",
     "import_mlperf",
     "load_benchmarks",
     "mlperf_events",
@@ -680,30 +681,7 @@ def mlperf_events(
         n = index_in_round[attempt["round"]]
         index_in_round[attempt["round"]] += 1
         submitted_at = dates[attempt["round"]] + n * ATTEMPT_SPACING
-        job_id = attempt["job_id"]
-        common = {"job_id": job_id, "lineage_id": attempt["lineage_id"]}
-        events.append(
-            (
-                "submitted",
-                {
-                    "event_id": f"{job_id}/submitted",
-                    "event_time": submitted_at,
-                    **common,
-                    **attempt["submitted"],
-                },
-            )
-        )
-        events.append(
-            (
-                "completed",
-                {
-                    "event_id": f"{job_id}/completed",
-                    "event_time": submitted_at + COMPLETION_DELAY,
-                    **common,
-                    **attempt["completed"],
-                },
-            )
-        )
+        events += attempt_events(attempt, submitted_at, COMPLETION_DELAY)
     stats = ImportStats(
         rows_read=len(frame),
         rows_kept=len(kept),
@@ -782,6 +760,35 @@ def _attempt(
             "steps": max(1, round(samples / batch)),
         },
     }
+
+
+def attempt_events(
+    attempt: dict[str, Any], submitted_at: datetime, delay: timedelta
+) -> list[tuple[str, dict[str, Any]]]:
+    """An imported attempt (``job_id``, ``lineage_id``, the ``submitted`` and ``completed``
+    fields) as its JobSubmitted and JobCompleted events, ``delay`` apart."""
+    job_id = attempt["job_id"]
+    common = {"job_id": job_id, "lineage_id": attempt["lineage_id"]}
+    return [
+        (
+            "submitted",
+            {
+                "event_id": f"{job_id}/submitted",
+                "event_time": submitted_at,
+                **common,
+                **attempt["submitted"],
+            },
+        ),
+        (
+            "completed",
+            {
+                "event_id": f"{job_id}/completed",
+                "event_time": submitted_at + delay,
+                **common,
+                **attempt["completed"],
+            },
+        ),
+    ]
 
 
 def import_mlperf(

@@ -27,7 +27,7 @@ import pandas as pd
 from leap_stream.core.catalog import Catalog, default_catalog
 from leap_stream.data.history import events_to_table, write_history
 from leap_stream.data.importers.gavel import arrival_key
-from leap_stream.data.importers.mlperf import ImportStats
+from leap_stream.data.importers.mlperf import ImportStats, attempt_events
 
 __all__ = [
     "NEUSIGHT_DROP_REASONS",
@@ -211,30 +211,7 @@ def neusight_events(
     events: list[tuple[str, dict[str, Any]]] = []
     for n, attempt in enumerate(kept):
         submitted_at = NEUSIGHT_START + n * ATTEMPT_SPACING
-        job_id = attempt["job_id"]
-        common = {"job_id": job_id, "lineage_id": attempt["lineage_id"]}
-        events.append(
-            (
-                "submitted",
-                {
-                    "event_id": f"{job_id}/submitted",
-                    "event_time": submitted_at,
-                    **common,
-                    **attempt["submitted"],
-                },
-            )
-        )
-        events.append(
-            (
-                "completed",
-                {
-                    "event_id": f"{job_id}/completed",
-                    "event_time": submitted_at + COMPLETION_DELAY,
-                    **common,
-                    **attempt["completed"],
-                },
-            )
-        )
+        events += attempt_events(attempt, submitted_at, COMPLETION_DELAY)
     stats = ImportStats(
         rows_read=len(frame),
         rows_kept=len(kept),

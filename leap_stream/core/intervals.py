@@ -1,6 +1,6 @@
 """Prediction intervals calibrated online: split conformal on recent log residuals, per source.
 
-Each prediction source (lineage prior, model, cold start) errs differently, so each keeps its own
+Each prediction source (lineage prior, transfer, model, cold start) errs differently, so each keeps its own
 rolling window of absolute log residuals; the interval is ``prediction x exp(+-q)`` with ``q``
 the window's ``level`` quantile. Until a source has ``min_samples`` residuals it falls back to
 the pooled window, then to a wide default.

@@ -74,7 +74,8 @@ RISK_AVERSION = 0.5
 SUCCEEDED = "succeeded"
 # Priors of a lineage idle this long weigh 2^-(60/14) ~ 5% of their first value: forget them.
 MAX_IDLE_DAYS = 60.0
-_SOURCES = SOURCES[:3]  # the model's own: lineage_prior, model, cold_start
+_SOURCES = SOURCES[:4]  # the model's own: lineage_prior, transfer, model, cold_start
+_LINEAGE_PRIOR, _TRANSFER, _MODEL, _COLD_START = range(4)
 _SOURCE_NAMES = np.array(_SOURCES)
 _LOOKUP_SOURCE = np.array(["lookup"])
 
@@ -162,7 +163,11 @@ class LeapCore:
         log_pred = np.where(has_exact, view.exact, base + view.offsets)
         unseen_type = self.type_counts.get(event["model_type"], 0) == 0
         cold = (self.model.seen[positions] < COLD_START_MIN_OBSERVATIONS) | unseen_type
-        code = np.where(view.same_hardware, 0, np.where(cold, 2, 1))
+        code = np.select(
+            [view.same_hardware, cold, np.full(n, bool(state))],
+            [_LINEAGE_PRIOR, _COLD_START, _TRANSFER],
+            _MODEL,
+        )
         # uncertainty of a transferred prediction shrinks with what the model has seen of this
         # family on that hardware; the lineage's own measurements carry none of it
         family_seen = self.model.family_seen(job.family)[positions]

@@ -32,10 +32,12 @@ import numpy as np
 
 __all__ = ["SOURCES", "Ranking", "cost_per_1k_samples", "rank_candidates"]
 
-# Where a prediction came from: this lineage's own prior on that hardware, the model (transferred
-# from the lineage's priors elsewhere or learned from other jobs), or a cold start (the model has
-# seen too little of this hardware type or model type to be trusted).
-SOURCES = ("lineage_prior", "model", "cold_start", "lookup")
+# Where a prediction came from: this lineage's own prior on that hardware; a transfer (the lineage
+# has measured other hardware, carried over to this one); the model alone (the lineage has
+# measured nothing yet: its first attempt); a cold start (the model has seen too little of this
+# hardware type or model type to be trusted); the lookup baseline. Transfers are where a ranking
+# earns its keep, so they are scored apart from first attempts.
+SOURCES = ("lineage_prior", "transfer", "model", "cold_start", "lookup")
 
 
 def cost_per_1k_samples(

@@ -188,6 +188,8 @@ def summary_view(summary: Mapping[str, Any], title: str = "backtest") -> Group:
     nominal_text = "" if nominal is None else f" (nominal {100.0 * nominal:g}%)"
     row(f"interval coverage{nominal_text}", _get(summary, "intervals", "coverage"))
     parts: list[Table | str] = [table]
+    if summary.get("by_source"):
+        parts.append(_by_source_table(summary))
 
     decisions = summary.get("decisions")
     if decisions:
@@ -203,7 +205,15 @@ def summary_view(summary: Mapping[str, Any], title: str = "backtest") -> Group:
             ("pairwise order accuracy", "pairwise_order_accuracy", False),
         ):
             costs.add_row(label, _pct(decisions.get(key), signed))
+        if "unrunnable_picks" in decisions:
+            costs.add_row(
+                "first choices that cannot run: model / lookup",
+                f"{_count(decisions['unrunnable_picks'])} / "
+                f"{_count(decisions.get('lookup_unrunnable_picks'))}",
+            )
         parts.append(costs)
+    if summary.get("holdout"):
+        parts.append(_holdout_table(summary["holdout"]))
 
     events = summary.get("events") or {}
     replayed = events.get("submitted", 0) + events.get("completed", 0)
@@ -212,6 +222,73 @@ def summary_view(summary: Mapping[str, Any], title: str = "backtest") -> Group:
         f"{replayed:,} events replayed at {'-' if rate is None else f'{rate:,.0f}'} events/s"
     )
     return Group(*parts)
+
+
+def _by_source_table(summary: Mapping[str, Any]) -> Table:
+    """Accuracy per prediction source below the overall row; the oracle's ceiling beside it."""
+    from leap_stream.backtest.metrics import source_label
+    from leap_stream.core.ranking import SOURCES
+
+    ceiling = summary.get("oracle_ceiling")
+    # two-line headers, no outer edge, one space of padding: eight columns fit in 80
+    table = Table(
+        title="the model's accuracy by prediction source", show_edge=False, collapse_padding=True
+    )
+    table.add_column("source")
+    for name in ("n", "within\n10%", "within\n20%", "MdAPE", "interval\ncoverage"):
+        table.add_column(name, justify="right")
+    if ceiling:  # what a noise-free predictor scores on the same attempts: the noise's ceiling
+        table.add_column("oracle\n≤10%", justify="right")
+        table.add_column("oracle\nMdAPE", justify="right")
+
+    def add(
+        label: str, figures: Mapping[str, Any], coverage: Any, oracle: Any, last: bool = False
+    ) -> None:
+        cells = [
+            label,
+            _count(figures.get("n")),
+            _pct(figures.get("within_10pct")),
+            _pct(figures.get("within_20pct")),
+            _pct(figures.get("mdape")),
+            _pct(coverage),
+        ]
+        if ceiling:
+            oracle = oracle or {}
+            cells += [_pct(oracle.get("within_10pct")), _pct(oracle.get("mdape"))]
+        table.add_row(*cells, end_section=last)
+
+    by_source = summary["by_source"]
+    overall = summary.get("accuracy") or {}
+    add("all", overall, _get(summary, "intervals", "coverage"), ceiling, last=True)
+    for source in SOURCES:  # the core's order, whatever sources it has
+        if source in by_source:
+            figures = by_source[source]
+            oracle = _get(ceiling or {}, "by_source", source)
+            add(source_label(source), figures, figures.get("interval_coverage"), oracle)
+    return table
+
+
+def _holdout_table(holdout: Mapping[str, Any]) -> Table:
+    """The held-out hardware's first attempts: each policy, abstention = miss."""
+    types = ", ".join(holdout.get("hardware", []))
+    table = Table(
+        title=f"held-out hardware ({types}): its first {holdout.get('first', '-')} scored "
+        f"attempts each, {_count(holdout.get('n'))} in all, abstention = miss"
+    )
+    for name in ("policy", "predicted", "within 10%", "within 20%", "MdAPE"):
+        table.add_column(name, justify="left" if name == "policy" else "right")
+    for policy in ("model", "lookup", "oracle"):
+        figures = holdout.get(policy)
+        if figures is None:
+            continue
+        table.add_row(
+            policy,
+            _count(figures.get("n")),
+            _pct(figures.get("within_10pct_abstain_as_miss")),
+            _pct(figures.get("within_20pct_abstain_as_miss")),
+            _pct(figures.get("mdape")),
+        )
+    return table
 
 
 def _fleet_table(stats: FleetStats, out: Path, seconds: float) -> Table:
@@ -268,8 +345,10 @@ def _replay(
     topic_prefix: str = "",
     group_id: str = "leap-stream",
     rate: float | None = None,
+    holdout_hardware: list[str] | None = None,
+    holdout_first: int | None = None,
 ) -> None:
-    from leap_stream.backtest.replay import REJECTS_FILE, OracleError, replay
+    from leap_stream.backtest.replay import HOLDOUT_FIRST, REJECTS_FILE, OracleError, replay
     from leap_stream.data.history import HistoryError
 
     errors: tuple[type[Exception], ...] = (HistoryError, OracleError)
@@ -294,6 +373,8 @@ def _replay(
             report=report,
             strict=strict,
             rankings=rankings,
+            holdout_hardware=holdout_hardware or (),
+            holdout_first=HOLDOUT_FIRST if holdout_first is None else holdout_first,
         )
     console.print(summary_view(summary, title=title))
     if rankings is not None and rankings.sent:
@@ -401,6 +482,25 @@ def replay_command(
             "ranking (default: lock-step, each event once the worker processed the previous).",
         ),
     ] = None,
+    holdout_hardware: Annotated[
+        str | None,
+        typer.Option(
+            "--holdout-hardware",
+            metavar="TYPE[,TYPE]",
+            help="Hold these catalog types out: their completions teach neither the model nor "
+            "the lookup table until each type's first --holdout-first scored attempts have been "
+            "predicted and scored (summary.json's holdout block). Not with --via-kafka.",
+        ),
+    ] = None,
+    holdout_first: Annotated[
+        int | None,
+        typer.Option(
+            "--holdout-first",
+            metavar="N",
+            min=1,
+            help="With --holdout-hardware: scored attempts per held-out type (default 20).",
+        ),
+    ] = None,
 ) -> None:
     """Backtest a history: rank each submission, score it when it completes, then learn.
 
@@ -411,10 +511,22 @@ def replay_command(
     if via_kafka is None and (rate is not None or topic_prefix or group_id != "leap-stream"):
         err_console.print("[red]error:[/red] --topic-prefix, --group-id, --rate need --via-kafka")
         raise typer.Exit(2)
+    held = [name.strip() for name in (holdout_hardware or "").split(",") if name.strip()]
+    resolved = _load_catalog(catalog)
+    problem = None
+    if holdout_first is not None and not held:
+        problem = "--holdout-first needs --holdout-hardware"
+    elif held and via_kafka is not None:
+        problem = "--holdout-hardware needs the in-process core, not --via-kafka"
+    elif unknown := [name for name in held if name not in resolved.names]:
+        problem = f"--holdout-hardware: not in the catalog: {', '.join(unknown)}"
+    if problem:
+        err_console.print(f"[red]error:[/red] {escape(problem)}")
+        raise typer.Exit(2)
     _replay(
         history,
         out,
-        _load_catalog(catalog),
+        resolved,
         oracle,
         batch_rows,
         report,
@@ -423,7 +535,79 @@ def replay_command(
         topic_prefix,
         group_id,
         rate,
+        held,
+        holdout_first,
     )
+
+
+@app.command("evaluate")
+def evaluate_command(
+    history: Annotated[
+        Path,
+        typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory for evaluation.csv and summary.json.")
+    ],
+    protocol: Annotated[
+        str,
+        typer.Option(
+            "--protocol",
+            metavar="leave-one-out|by-period",
+            help="leave-one-out: each succeeded attempt predicted by a core that learned every "
+            "other one; by-period: each period predicted from the earlier periods only.",
+        ),
+    ],
+    period_field: Annotated[
+        str | None,
+        typer.Option(
+            "--period-field",
+            help="With by-period: the JobSubmitted field naming an attempt's period "
+            "(default: the submission's UTC day; an MLPerf round's results share its day).",
+        ),
+    ] = None,
+    devices: Annotated[
+        int | None,
+        typer.Option(
+            "--devices", min=1, help="Score only attempts on this many devices (all are learned)."
+        ),
+    ] = None,
+    naive_reference: Annotated[
+        str,
+        typer.Option(
+            "--naive-reference",
+            metavar="most_shared|median",
+            help="The naive ratio predictor's reference type: the one sharing the most other "
+            "jobs with the target type, or the median over all of them.",
+        ),
+    ] = "most_shared",
+    catalog: CatalogOption = None,
+) -> None:
+    """Score the model, the lookup table and the naive ratio predictor on one split.
+
+    The protocols of issue 8's real-data targets (docs/real-data.md, "Evaluation protocols").
+    """
+    from leap_stream.backtest.evaluate import (
+        EvaluationError,
+        evaluate,
+        evaluation_view,
+        write_evaluation,
+    )
+    from leap_stream.data.history import HistoryError
+
+    with _exit_on(EvaluationError, HistoryError):
+        result = evaluate(
+            history,
+            _load_catalog(catalog),
+            protocol,
+            period_field=period_field,
+            devices=devices,
+            naive_reference=naive_reference,
+            progress=console.is_terminal,
+        )
+    write_evaluation(result, out)
+    console.print(evaluation_view(result.summary))
+    console.print(f"written to {out}/: evaluation.csv, summary.json")
 
 
 @import_app.command("mlperf")

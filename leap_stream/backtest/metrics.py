@@ -3,7 +3,7 @@
 The replay feeds a fleet history through the core prequentially and, at each completion, hands
 :class:`Backtest` one flat :class:`AttemptOutcome`; at each submission it reports coverage with
 :meth:`Backtest.observe_submission`. Nothing is aggregated while observing: each attempt becomes
-one fixed-width row (47 bytes) in a chunk of a numpy structured array, so ``observe`` stays at a
+one fixed-width row (54 bytes) in a chunk of a numpy structured array, so ``observe`` stays at a
 few microseconds and millions of attempts fit in bounded, compact memory. The figures (medians
 need every error) are computed at the end with numpy. ``docs/metrics.md`` explains each figure.
 
@@ -37,7 +37,16 @@ import pandas as pd
 from leap_stream.core.events import STATUSES
 from leap_stream.core.ranking import SOURCES
 
-__all__ = ["AttemptOutcome", "Backtest", "MetricsError"]
+__all__ = ["SOURCE_LABELS", "AttemptOutcome", "Backtest", "MetricsError", "source_label"]
+
+# How tables name the prediction sources (``source_label``); a source not listed here (the core
+# may add one) is shown by its key.
+SOURCE_LABELS = {
+    "lineage_prior": "lineage prior",
+    "transfer": "transfer",
+    "model": "first attempt (model)",
+    "cold_start": "cold start",
+}
 
 # Thresholds are float32 because the errors are stored as float32: comparing in one precision
 # keeps "exactly 10% off" (110 predicted for 100) inside the band instead of a hair outside.
@@ -46,7 +55,7 @@ _WITHIN_20 = np.float32(0.20)
 
 # One row per completed attempt. Errors are signed relative errors (pred - actual) / actual,
 # NaN when there is nothing to score; costs are NaN when not given. float32 keeps the row
-# compact (47 bytes: ~235 MB for 5 million attempts), far more precise than the figures need.
+# compact (54 bytes: ~270 MB for 5 million attempts), far more precise than the figures need.
 _ROW = np.dtype(
     [
         ("day", "<i4"),  # date.toordinal() of the submission day
@@ -59,8 +68,12 @@ _ROW = np.dtype(
         ("lookup_ranked", "?"),
         ("measured", "?"),  # succeeded with a measured throughput: accuracy can be judged
         ("interval", "i1"),  # 1 actual inside [lower, upper], 0 outside, -1 not scored
+        ("pick_source", "i1"),  # source of the model's prediction for its top pick, -1 none
+        ("unrunnable", "i1"),  # bit 0: the model's first choice could not run; bit 1: lookup's
+        ("holdout", "?"),  # a held-out hardware type's scored attempt (replay --holdout-*)
         ("err_model", "<f4"),
         ("err_lookup", "<f4"),
+        ("err_oracle", "<f4"),  # the oracle's noise-free throughput against the measured one
         ("width", "<f4"),  # (upper - lower) / predicted
         ("device_hours", "<f4"),
         ("cost_model", "<f4"),
@@ -102,7 +115,12 @@ class AttemptOutcome:
     Predictions are the ones made at submission for the hardware the attempt actually ran on;
     None (or NaN, as in a :class:`~leap_stream.core.ranking.Ranking`) means nothing was predicted.
     The ``cost_*`` fields are USD to process the attempt's samples with the true throughput on
-    the hardware each policy picks; they are given only when the replay has an oracle.
+    the hardware each policy picks; they are given only when the replay has an oracle, and so
+    are ``oracle_predicted`` (the oracle's expected, noise-free throughput on the hardware the
+    attempt ran on: the ceiling that run-to-run noise leaves) and the ``*_pick_unrunnable``
+    flags (that policy's first choice cannot run the job: its cost includes the failed try).
+    ``model_pick_source`` is the source of the model's prediction for its top pick;
+    ``holdout`` marks one of a held-out hardware type's first scored attempts.
 
     Examples
     --------
@@ -135,6 +153,11 @@ class AttemptOutcome:
     cost_best: float | None = None
     pairwise_correct: int = 0
     pairwise_total: int = 0
+    oracle_predicted: float | None = None
+    model_pick_source: str | None = None
+    model_pick_unrunnable: bool = False
+    lookup_pick_unrunnable: bool = False
+    holdout: bool = False
 
 
 class Backtest:
@@ -238,15 +261,17 @@ class Backtest:
         o = outcome
         status = _STATUS_CODE.get(o.status)
         source = _SOURCE_CODE.get(o.model_source, -2)
+        pick_source = _SOURCE_CODE.get(o.model_pick_source, -2)
         dh = o.device_hours
         if (
             status is None
             or source == -2
+            or pick_source == -2
             or not 0.0 <= dh < _INF  # also rejects NaN
             or ((o.model_ranked or o.lookup_ranked) and not o.has_eligible)
         ):
             raise MetricsError(self._where(o) + _first_problem(o))
-        err_m = err_l = width = _NAN
+        err_m = err_l = err_o = width = _NAN
         interval = -1
         actual = o.actual
         if actual is not None:
@@ -272,6 +297,13 @@ class Backtest:
                 if q == _INF or q == -_INF:
                     raise MetricsError(self._where(o) + f"lookup_predicted is {q!r}")
                 err_l = (q - actual) / actual
+            t = o.oracle_predicted
+            if t is not None and t == t:
+                if not 0.0 < t < _INF:
+                    raise MetricsError(
+                        self._where(o) + f"oracle_predicted must be finite and > 0, got {t!r}"
+                    )
+                err_o = (t - actual) / actual
         cm, cl, cr, cb = o.cost_model, o.cost_lookup, o.cost_requested, o.cost_best
         if cm is None and cl is None and cr is None and cb is None:
             cm = cl = cr = cb = _NAN
@@ -321,8 +353,12 @@ class Backtest:
             o.lookup_ranked,
             actual is not None,
             interval,
+            pick_source,
+            o.model_pick_unrunnable | (o.lookup_pick_unrunnable << 1),
+            o.holdout,
             err_m,
             err_l,
+            err_o,
             width,
             dh,
             cm,
@@ -365,9 +401,10 @@ class Backtest:
         -------
         dict
             Keys ``events``, ``submissions``, ``attempts``, ``succeeded``, ``coverage``,
-            ``coverage_gpu_hours``, ``accuracy``, ``intervals``, ``baselines``, ``decisions``
-            (only when any cost was given) and ``events_per_second``. A figure with nothing to
-            compute it from is None.
+            ``coverage_gpu_hours``, ``accuracy``, ``by_source``, ``intervals``, ``baselines``,
+            ``decisions`` (only when any cost was given), ``oracle_ceiling`` (only when any
+            oracle value was given), ``holdout`` (only when an attempt was marked held out) and
+            ``events_per_second``. A figure with nothing to compute it from is None.
         """
         rows = self._rows()
         eligible_subs = sum(c[1] for c in self._submissions.values())
@@ -388,6 +425,15 @@ class Backtest:
         }
         scored_interval = rows["interval"] >= 0
         hits = rows["interval"] == 1
+        by_source = {}
+        for name, block in accuracy["by_source"].items():
+            mine = rows["source"] == SOURCES.index(name)
+            n_interval = int((scored_interval & mine).sum())
+            by_source[name] = block | {
+                "share": _share(block["n"], accuracy["n"]),
+                "interval_n": n_interval,
+                "interval_coverage": _share(int((hits & mine).sum()), n_interval),
+            }
         intervals = {
             "nominal": _r(self.interval_level),
             "n": int(scored_interval.sum()),
@@ -428,6 +474,7 @@ class Backtest:
                 float(hours[rows["eligible"] & rows["model_ranked"]].sum()), eligible_hours
             ),
             "accuracy": accuracy,
+            "by_source": by_source,
             "intervals": intervals,
             "baselines": {
                 "lookup": {
@@ -445,8 +492,61 @@ class Backtest:
         decisions = self._decisions(rows)
         if decisions is not None:
             result["decisions"] = decisions
+        err_o = rows["err_oracle"]
+        if not np.isnan(err_o).all():
+            # over the very attempts `accuracy` and `by_source` score, so each gap reads
+            # against what run-to-run noise leaves even to a perfect predictor
+            has_o = has_m & ~np.isnan(err_o)
+            result["oracle_ceiling"] = _accuracy(err_o[has_o]) | {
+                "by_source": {
+                    SOURCES[code]: _accuracy(err_o[has_o & (rows["source"] == code)], brief=True)
+                    for code in np.unique(rows["source"][has_o]).tolist()
+                    if code >= 0
+                }
+            }
+        if rows["holdout"].any():
+            result["holdout"] = self.holdout_figures()
         result["events_per_second"] = _r(events_per_second)
         return result
+
+    def holdout_figures(self) -> dict[str, Any]:
+        """Accuracy on the attempts marked ``holdout`` (a held-out type's first attempts).
+
+        Every policy over the same attempts, an abstention counting as a miss (the lookup table
+        never saw the type, so it abstains by design); ``oracle`` only when oracle values were
+        given. ``by_hardware`` per held-out type; ``model_sources``: how many of the model's
+        predictions came from each source.
+        """
+        rows = self._rows()
+        held = rows["holdout"] & rows["measured"]
+        n = int(held.sum())
+        block: dict[str, Any] = {
+            "n": n,
+            "model": _policy(rows["err_model"][held]),
+            "lookup": _policy(rows["err_lookup"][held]),
+        }
+        err_o = rows["err_oracle"][held]
+        if not np.isnan(err_o).all():
+            block["oracle"] = _policy(err_o)
+        sources = rows["source"][held]
+        block["model_sources"] = {
+            SOURCES[code]: int((sources == code).sum())
+            for code in np.unique(sources).tolist()
+            if code >= 0
+        }
+        hardware = rows["hardware"][held]
+        block["by_hardware"] = {}
+        for code in np.unique(hardware).tolist():
+            mine = hardware == code
+            model = _policy(rows["err_model"][held][mine])
+            lookup = _policy(rows["err_lookup"][held][mine])
+            block["by_hardware"][self._hardware[code]] = {
+                "n": int(mine.sum()),
+                "model_within_10pct_abstain_as_miss": model["within_10pct_abstain_as_miss"],
+                "model_mdape": model["mdape"],
+                "lookup_within_10pct_abstain_as_miss": lookup["within_10pct_abstain_as_miss"],
+            }
+        return block
 
     def _decisions(self, rows: np.ndarray) -> dict[str, Any] | None:
         # float32 columns as stored; sums and means accumulate in float64
@@ -468,7 +568,24 @@ class Backtest:
             total = float(other[mask].sum(dtype=np.float64))
             return _r(1.0 - float(cm[mask].sum(dtype=np.float64)) / total) if total > 0.0 else None
 
+        model_unrunnable = (rows["unrunnable"] & 1) > 0
+        pick_source = rows["pick_source"]
+        by_source = {}
+        for code in np.unique(pick_source[given["cost_model"]]).tolist():
+            if code < 0:
+                continue
+            mine = pick_source == code
+            by_source[SOURCES[code]] = {
+                "n": int((given["cost_model"] & best_ok & mine).sum()),
+                "top1_regret": regret(cm, given["cost_model"] & mine),
+                "savings_vs_requested": savings(cr, given["cost_requested"] & mine),
+                "n_vs_requested": int((given["cost_requested"] & given["cost_model"] & mine).sum()),
+                "unrunnable_picks": int((model_unrunnable & mine).sum()),
+            }
         return {
+            "unrunnable_picks": int(model_unrunnable.sum()),
+            "lookup_unrunnable_picks": int(((rows["unrunnable"] & 2) > 0).sum()),
+            "by_source": by_source,
             "n": int((given["cost_model"] & best_ok).sum()),
             "top1_regret": regret(cm, given["cost_model"]),
             "lookup_top1_regret": regret(cl, given["cost_lookup"]),
@@ -599,11 +716,24 @@ class Backtest:
 # -- helpers -------------------------------------------------------------------------------
 
 
+def source_label(source: str) -> str:
+    """A prediction source as tables show it.
+
+    >>> source_label("model"), source_label("some_new_source")
+    ('first attempt (model)', 'some new source')
+    """
+    return SOURCE_LABELS.get(source, source.replace("_", " "))
+
+
 def _first_problem(o: AttemptOutcome) -> str:
     if o.status not in _STATUS_CODE:
         return f"status {o.status!r} is not one of {'|'.join(STATUSES)}"
     if o.model_source not in _SOURCE_CODE:
         return f"model_source {o.model_source!r} is not one of {'|'.join(SOURCES)} or None"
+    if o.model_pick_source not in _SOURCE_CODE:
+        return (
+            f"model_pick_source {o.model_pick_source!r} is not one of {'|'.join(SOURCES)} or None"
+        )
     if not 0.0 <= o.device_hours < _INF:
         return f"device_hours must be finite and >= 0, got {o.device_hours!r}"
     return (
@@ -669,13 +799,18 @@ def _accuracy(err: np.ndarray, brief: bool = False) -> dict[str, Any]:
     block: dict[str, Any] = {
         "n": n,
         "within_10pct": _within_share(err, _WITHIN_10),
+        "within_20pct": _within_share(err, _WITHIN_20),
         "mdape": _median(ape),
     }
     if not brief:
-        block["within_20pct"] = _within_share(err, _WITHIN_20)
         block["mape"] = _r(ape.mean(dtype=np.float64)) if n else None
         block["median_signed_error"] = _median(err)
     return block
+
+
+def _policy(err: np.ndarray) -> dict[str, Any]:
+    """A policy's accuracy over signed errors of a set of attempts, NaN where it abstained."""
+    return _accuracy(err[~np.isnan(err)]) | _abstain_as_miss(err, int(err.size))
 
 
 def _abstain_as_miss(err: np.ndarray, scored: int) -> dict[str, float | None]:

@@ -12,6 +12,10 @@ per-attempt rows (about 50 bytes each, for the median errors).
 
 By default a history row that breaks the contract (``docs/history-format.md``) is quarantined:
 left out of the replay and written to ``rejects.csv``; ``strict=True`` stops at the first one.
+
+``holdout_hardware`` scores cold hardware honestly: completions on those types teach neither the
+model nor the lookup table until each type's first ``holdout_first`` scored attempts have been
+predicted and scored (the summary's ``holdout`` block).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import json
 import os
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
@@ -43,7 +47,15 @@ from leap_stream.core.eligibility import Eligibility
 from leap_stream.core.ranking import Ranking
 from leap_stream.data.history import Reject, iter_events, read_oracle_batches
 
-__all__ = ["OracleError", "OracleStream", "RankingSource", "ranking_from_record", "replay"]
+__all__ = [
+    "HOLDOUT_FIRST",
+    "UNRUNNABLE_PICK_HOURS",
+    "OracleError",
+    "OracleStream",
+    "RankingSource",
+    "ranking_from_record",
+    "replay",
+]
 
 RankingSource = Callable[
     [Iterator[tuple[str, dict[str, Any]]]], Iterator[tuple[str, dict[str, Any], dict | None]]
@@ -57,6 +69,18 @@ submission's ``HardwareRanking`` record (None for a completion)."""
 PAIRWISE_EVERY = 10
 
 REJECTS_FILE = "rejects.csv"
+
+# A first choice that cannot run (the oracle has no throughput there: the job does not fit in
+# truth) fails after start-up: container, data loader, model build, first step. It is charged
+# this many hours on that type (devices x price), a quarter of an hour, unless the attempt itself
+# ran and failed there (then its measured time to failure is charged), before the ranking's next
+# choice runs. docs/metrics.md, "Decisions".
+UNRUNNABLE_PICK_HOURS = 0.25
+# replay --holdout-hardware: the scored attempts of each held-out type that are predicted (and
+# scored) before the type's completions are learned from. 20 put a within-10% share within
+# about +-11 points (one binomial standard error at 50%), and a busy type reaches 20 within its
+# first day on a 500-jobs-a-day fleet (B300: ~30 attempts a day), so little else is held back.
+HOLDOUT_FIRST = 20
 
 
 class OracleError(ValueError):
@@ -214,7 +238,8 @@ class _Decisions:
         self.price = core.hw.price_per_device_hour
         self.counter = 0
 
-    def costs(self, flight: _InFlight, completed: dict[str, Any]) -> dict[str, Any]:
+    def costs(self, flight: _InFlight, completed: dict[str, Any], hours: float) -> dict[str, Any]:
+        """The ``cost_*`` fields of the attempt's outcome (``hours``: how long it ran)."""
         steps = completed["steps"]
         if steps is None:  # no step count, no samples to price: no decision figures
             return {}
@@ -234,20 +259,46 @@ class _Decisions:
         fallback = job.get("requested_hardware") or completed["hardware_type"]
 
         p_fallback = self.index.get(fallback, -1)
+        p_ran = self.index.get(completed["hardware_type"], -1)
+        failed_there = completed["status"] == "failed"  # a preemption is no failure to fit
+        devices = job["num_devices"]
 
-        def pick(ranking: Ranking) -> float | None:
-            # an abstention, or a top pick that cannot run after all, falls back to what the
-            # user asked for: the scheduler's behaviour without leap-stream
-            p = -1 if ranking.abstained else int(positions[ranking.order[0]])
-            if p < 0 or not np.isfinite(cost[p]):
-                p = p_fallback
-            return float(cost[p]) if p >= 0 and np.isfinite(cost[p]) else None
+        def without_advice(wasted: float) -> float | None:
+            # what the user asked for (or ran on): the scheduler's behaviour without leap-stream
+            ok = p_fallback >= 0 and np.isfinite(cost[p_fallback])
+            return wasted + float(cost[p_fallback]) if ok else None
+
+        def pick(ranking: Ranking) -> tuple[float | None, bool]:
+            """Cost of following the ranking, and whether its first choice cannot run."""
+            if ranking.abstained:
+                return without_advice(0.0), False
+            order = ranking.order
+            p = int(positions[order[0]])
+            if p >= 0 and np.isfinite(cost[p]):
+                return float(cost[p]), False
+            # The first choice cannot run: each choice tried in turn is charged its time to
+            # failure, then the first runnable one runs the attempt (UNRUNNABLE_PICK_HOURS).
+            wasted = 0.0
+            for i in order[: ranking.ranked_count].tolist():
+                p = int(positions[i])
+                if p < 0:  # not a catalog type: no price, no oracle
+                    continue
+                if np.isfinite(cost[p]):
+                    return wasted + float(cost[p]), True
+                fail_h = hours if p == p_ran and failed_there else UNRUNNABLE_PICK_HOURS
+                wasted += devices * float(self.price[p]) * fail_h
+            return without_advice(wasted), True  # nothing it ranked can run
+
+        cost_model, model_unrunnable = pick(flight.model)
+        cost_lookup, lookup_unrunnable = pick(flight.lookup)
 
         requested = job.get("requested_hardware")
         p_req = self.index.get(requested, -1) if requested else -1
         out: dict[str, Any] = {
-            "cost_model": pick(flight.model),
-            "cost_lookup": pick(flight.lookup),
+            "cost_model": cost_model,
+            "cost_lookup": cost_lookup,
+            "model_pick_unrunnable": model_unrunnable,
+            "lookup_pick_unrunnable": lookup_unrunnable,
             "cost_requested": float(cost[p_req])
             if p_req >= 0 and np.isfinite(cost[p_req])
             else None,
@@ -341,7 +392,13 @@ def _quiet_collector() -> Iterator[None]:
 class _Session:
     """One replay's state: the model, the baseline, the scorer and the attempts in flight."""
 
-    def __init__(self, catalog: Catalog, oracle: Path | None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        oracle: Path | None,
+        holdout_hardware: Collection[str] = (),
+        holdout_first: int = HOLDOUT_FIRST,
+    ) -> None:
         self.core = LeapCore(catalog)
         self.lookup = LookupRanker(catalog)
         self.backtest = Backtest(interval_level=self.core.intervals.level)
@@ -352,6 +409,9 @@ class _Session:
         self.rejected = 0  # history rows quarantined so far
         self.forgotten = 0
         self._day: date | None = None
+        # held-out type -> scored attempts still to predict before its completions are learned
+        self.holdout_left = dict.fromkeys(holdout_hardware, holdout_first)
+        self.withheld = 0  # completions not learned from because of the holdout
 
     def submitted(self, event: dict[str, Any], record: dict[str, Any] | None = None) -> None:
         """Rank a submission with both predictors; keep it until its attempt completes.
@@ -383,10 +443,26 @@ class _Session:
         )
 
     def completed(self, event: dict[str, Any]) -> None:
-        """Score the attempt first (prequential), then let both predictors learn from it."""
-        flight = self.in_flight.pop(event["job_id"], None)
+        """Score the attempt first (prequential), then let both predictors learn from it.
+
+        A completion on a held-out type that has not yet had its first scored attempts is
+        scored but not learned from: its pending submissions are dropped instead, so that
+        neither the model, nor the lineage's prior, nor the lookup table hears of it.
+        """
+        job_id = event["job_id"]
+        flight = self.in_flight.pop(job_id, None)
+        hardware = event["hardware_type"]
+        held = flight is not None and self.holdout_left.get(hardware, 0) > 0
         if flight is not None:
-            self.backtest.observe(_outcome(flight, event, self.decisions))
+            outcome = _outcome(flight, event, self.decisions, held)
+            self.backtest.observe(outcome)
+            if outcome.holdout:
+                self.holdout_left[hardware] -= 1
+        if held:
+            self.core.pending.pop(job_id, None)
+            self.lookup.pending.pop(job_id, None)
+            self.withheld += 1
+            return
         self.core.on_completed(event)
         self.lookup.on_completed(event)
 
@@ -402,6 +478,8 @@ def replay(
     report: bool = True,
     strict: bool = False,
     rankings: RankingSource | None = None,
+    holdout_hardware: Collection[str] = (),
+    holdout_first: int = HOLDOUT_FIRST,
 ) -> dict[str, Any]:
     """Replay ``history`` through the core; write summary.json, daily.csv and report.html.
 
@@ -422,14 +500,28 @@ def replay(
     rankings
         Where the model's rankings come from (:data:`RankingSource`, e.g.
         :func:`leap_stream.streaming.via_kafka.kafka_rankings`); default: the in-process core.
+    holdout_hardware, holdout_first
+        Hardware types held out: their completions are not learned from (by the model, the
+        lineages' priors or the lookup table) until each type's first ``holdout_first`` scored
+        attempts (succeeded, with a throughput) have been predicted and scored; those attempts
+        are scored in the summary's ``holdout`` block. Not with ``rankings``: the service
+        learns from every completion.
 
     Returns
     -------
     dict
         The summary written to summary.json (``docs/metrics.md``).
     """
+    holdout = sorted(set(holdout_hardware))
+    unknown = [name for name in holdout if name not in catalog.names]
+    if unknown:
+        raise ValueError(f"holdout hardware not in the catalog: {', '.join(unknown)}")
+    if holdout and rankings is not None:
+        raise ValueError("a holdout needs the in-process core (the service learns from all)")
+    if holdout_first < 1:
+        raise ValueError(f"holdout_first must be >= 1, got {holdout_first}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    session = _Session(catalog, oracle)
+    session = _Session(catalog, oracle, holdout, holdout_first)
     counts = session.counts
     rejects: list[Reject] | None = None if strict else []
     quarantine = _Quarantine(out_dir)
@@ -463,6 +555,15 @@ def replay(
         "lineages_forgotten": session.forgotten,
     }
     summary["rejects"] = quarantine.summary()
+    if holdout:
+        summary["holdout"] = {
+            "hardware": holdout,
+            "first": holdout_first,
+            "withheld_completions": session.withheld,
+            **(summary.get("holdout") or backtest.holdout_figures()),
+        }
+    if "decisions" in summary:
+        summary["decisions"]["unrunnable_pick_hours"] = UNRUNNABLE_PICK_HOURS
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     backtest.daily().to_csv(out_dir / "daily.csv", index=False)
     if report:
@@ -493,14 +594,24 @@ def _rate(counts: Counter[str], elapsed: float) -> float:
     return events / elapsed if elapsed > 0 else 0.0
 
 
-def _outcome(flight: _InFlight, completed: dict[str, Any], decisions: _Decisions) -> AttemptOutcome:
+def _outcome(
+    flight: _InFlight, completed: dict[str, Any], decisions: _Decisions, held: bool = False
+) -> AttemptOutcome:
     job = flight.job
     hardware = completed["hardware_type"]
     predicted, lower, upper, source = _value_for(flight.model, hardware)
     lookup_predicted = _value_for(flight.lookup, hardware)[0]
-    hours = (completed["event_time"] - job["event_time"]).total_seconds() / 3600.0
+    hours = max((completed["event_time"] - job["event_time"]).total_seconds() / 3600.0, 0.0)
     actual = completed.get("throughput") if completed["status"] == "succeeded" else None
-    extra = decisions.costs(flight, completed) if flight.truth is not None else {}
+    extra: dict[str, Any] = {}
+    truth = flight.truth
+    if truth is not None:
+        extra = decisions.costs(flight, completed, hours)
+        position = decisions.index.get(hardware)
+        if actual is not None and position is not None and np.isfinite(truth[position]):
+            extra["oracle_predicted"] = float(truth[position])
+    model = flight.model
+    pick_source = None if model.abstained else str(model.source[model.order[0]])
     return AttemptOutcome(
         day=job["event_time"].date(),
         family=job["model_family"],
@@ -515,6 +626,8 @@ def _outcome(flight: _InFlight, completed: dict[str, Any], decisions: _Decisions
         has_eligible=flight.has_eligible,
         model_ranked=not flight.model.abstained,
         lookup_ranked=not flight.lookup.abstained,
-        device_hours=max(hours, 0.0) * completed["num_devices"],
+        device_hours=hours * completed["num_devices"],
+        model_pick_source=pick_source,
+        holdout=held and actual is not None,
         **extra,
     )

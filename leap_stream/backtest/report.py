@@ -1,7 +1,9 @@
 """The backtest report: one self-contained HTML page a fleet operator can read.
 
-A headline table of the summary (model against the lookup-table baseline), a table of decision
-figures when the replay had an oracle, then plots, each a PNG embedded as a base64 ``data:`` URI
+A headline table of the summary (model against the lookup-table baseline), the model's accuracy
+by prediction source (beside the oracle's noise ceiling when the replay had an oracle), a table of
+decision figures when the replay had an oracle, the held-out hardware's figures when the replay
+held some out, then plots, each a PNG embedded as a base64 ``data:`` URI
 (no external file, script, font or link) with a caption saying how to read it. Figures are drawn
 on matplotlib's Agg canvas directly, so no pyplot state or GUI backend is involved.
 ``docs/metrics.md`` explains every figure.
@@ -19,8 +21,8 @@ on matplotlib's Agg canvas directly, so no pyplot state or GUI backend is involv
 ...     write_report(page, bt.summary({"submitted": 1}, 1.0), bt.daily(), bt.by_hardware(),
 ...                  bt.by_family(), bt.calibration())
 ...     html = page.read_text()
->>> html.count("<img ")  # five plots: without an oracle there is no cost plot
-5
+>>> html.count("<img ")  # six plots: without an oracle there is no cost plot
+6
 >>> "<td>Within 10%</td><td>100.0%</td><td>0.0%</td>" in html  # 105 vs 100; 120 vs 100
 True
 """
@@ -42,11 +44,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
+from leap_stream.backtest.metrics import source_label
+from leap_stream.core.ranking import SOURCES
+
 __all__ = ["write_report"]
 
 MODEL_COLOR = "#1f77b4"
 LOOKUP_COLOR = "#ff7f0e"
 EXTRA_COLOR = "#7f7f7f"
+ORACLE_COLOR = "#222222"
 # Daily shares are noisy on quiet days; past this many days a 7-day rolling mean is drawn over
 # the faint daily line so the trend reads at a glance.
 _SMOOTH_AFTER_DAYS = 28
@@ -101,9 +107,15 @@ def write_report(
         "<h2>Headline figures</h2>",
         _headline_table(summary),
     ]
+    if summary.get("by_source"):
+        sections += ["<h2>Accuracy by prediction source</h2>", _by_source_table(summary)]
     if "decisions" in summary:
         sections += ["<h2>Decisions (scored with the oracle's true throughput)</h2>"]
         sections += [_decisions_table(summary["decisions"])]
+        if summary["decisions"].get("by_source"):
+            sections += [_decisions_by_source_table(summary["decisions"])]
+    if summary.get("holdout"):
+        sections += ["<h2>Held-out hardware</h2>", _holdout_table(summary["holdout"])]
     sections.append("<h2>Plots</h2>")
     nominal = summary.get("intervals", {}).get("nominal", math.nan)
     plots: list[tuple[str, Callable[[], Figure | None], str]] = [
@@ -120,6 +132,7 @@ def write_report(
             _HARDWARE_CAPTION,
         ),
         ("Error by model family", lambda: _breakdown_plot(by_family, "family"), _FAMILY_CAPTION),
+        ("Accuracy by prediction source", lambda: _source_plot(summary), _SOURCE_CAPTION),
     ]
     if "decisions" in summary:
         plots.append(("Cost savings over time", lambda: _savings_plot(daily), _SAVINGS_CAPTION))
@@ -306,7 +319,123 @@ def _decisions_table(d: Mapping[str, Any]) -> str:
             f"({_count(d['pairwise_total'])} pairs)",
         ),
     ]
+    if "unrunnable_picks" in d:
+        hours = d.get("unrunnable_pick_hours")
+        charge = "a fixed time on it" if hours is None else f"{60 * hours:g} minutes on it"
+        rows.append(
+            row(
+                "First choices that cannot run",
+                _count(d["unrunnable_picks"]),
+                _count(d.get("lookup_unrunnable_picks")),
+                _DASH,
+                f"attempts whose first choice does not run the job in truth: charged {charge} "
+                "(or the measured time to failure), plus the next runnable choice",
+            )
+        )
     return f"<table>{head}<tbody>{''.join(rows)}</tbody></table>"
+
+
+def _source_rows(by_source: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """(source, label, figures) per prediction source present, in the core's order."""
+    return [(s, source_label(s), by_source[s]) for s in SOURCES if s in by_source]
+
+
+def _by_source_table(s: Mapping[str, Any]) -> str:
+    ceiling = s.get("oracle_ceiling")
+    oracle_by_source = (ceiling or {}).get("by_source", {})
+    head = (
+        "<thead><tr><th>Source</th><th>n</th><th>Share</th><th>Within 10%</th>"
+        "<th>Within 20%</th><th>MdAPE</th><th>Interval coverage</th>"
+        + ("<th>Oracle within 10%</th><th>Oracle MdAPE</th>" if ceiling else "")
+        + "</tr></thead>"
+    )
+
+    def row(label: str, f: Mapping[str, Any], coverage: Any, oracle: Any, share: str) -> str:
+        cells = [
+            _count(f.get("n")),
+            share,
+            _pct(f.get("within_10pct")),
+            _pct(f.get("within_20pct")),
+            _pct(f.get("mdape")),
+            _pct(coverage),
+        ]
+        if ceiling:
+            cells += [_pct((oracle or {}).get("within_10pct")), _pct((oracle or {}).get("mdape"))]
+        return (
+            f"<tr><td>{html.escape(label)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+        )
+
+    rows = [row("All", s["accuracy"], s["intervals"]["coverage"], ceiling, _pct(1.0, 0))]
+    for source, label, figures in _source_rows(s["by_source"]):
+        rows.append(
+            row(
+                label,
+                figures,
+                figures.get("interval_coverage"),
+                oracle_by_source.get(source),
+                _pct(figures.get("share")),
+            )
+        )
+    note = (
+        '<p class="muted">Each scored attempt is filed under the source of the model\'s '
+        "prediction for the hardware it ran on: <b>lineage prior</b>, the training job ran "
+        "there before; <b>transfer</b>, it ran on other hardware only; <b>first attempt "
+        "(model)</b>, it had not run anywhere yet; <b>cold start</b>, the model has seen too "
+        "little of that hardware or model type."
+        + (
+            " <b>Oracle</b>: the fleet's noise-free throughput for the same attempts against "
+            "what they measured, the ceiling run-to-run noise leaves: read each gap against it."
+            if ceiling
+            else ""
+        )
+        + "</p>"
+    )
+    return f"<table>{head}<tbody>{''.join(rows)}</tbody></table>{note}"
+
+
+def _decisions_by_source_table(d: Mapping[str, Any]) -> str:
+    head = (
+        "<thead><tr><th>Source of the top pick</th><th>n</th><th>Top-1 regret</th>"
+        "<th>Savings vs request</th><th>First choices that cannot run</th></tr></thead>"
+    )
+    rows = [
+        f"<tr><td>{html.escape(label)}</td><td>{_count(f.get('n'))}</td>"
+        f"<td>{_pct(f.get('top1_regret'))}</td><td>{_pct(f.get('savings_vs_requested'))}</td>"
+        f"<td>{_count(f.get('unrunnable_picks'))}</td></tr>"
+        for _, label, f in _source_rows(d["by_source"])
+    ]
+    note = (
+        '<p class="muted">The decisions above, filed by the source of the model\'s prediction '
+        "for the hardware it put first.</p>"
+    )
+    return f"<table>{head}<tbody>{''.join(rows)}</tbody></table>{note}"
+
+
+def _holdout_table(h: Mapping[str, Any]) -> str:
+    head = (
+        "<thead><tr><th>Policy</th><th>Predicted</th><th>Within 10%</th><th>Within 20%</th>"
+        "<th>MdAPE</th></tr></thead>"
+    )
+    rows = []
+    for key, label in (("model", "Model"), ("lookup", "Lookup table"), ("oracle", "Oracle")):
+        f = h.get(key)
+        if f is None:
+            continue
+        rows.append(
+            f"<tr><td>{label}</td><td>{_count(f.get('n'))}</td>"
+            f"<td>{_pct(f.get('within_10pct_abstain_as_miss'))}</td>"
+            f"<td>{_pct(f.get('within_20pct_abstain_as_miss'))}</td>"
+            f"<td>{_pct(f.get('mdape'))}</td></tr>"
+        )
+    types = ", ".join(html.escape(t) for t in h.get("hardware", []))
+    note = (
+        f'<p class="muted">Completions on {types or "the held-out types"} taught neither the '
+        f"model nor the lookup table until each type's first {_count(h.get('first'))} scored "
+        f"attempts had been predicted: these {_count(h.get('n'))} attempts score cold hardware "
+        "as a new accelerator meets it. Shares are over all of them, an abstention counting "
+        "as a miss; MdAPE over the attempts each policy predicted.</p>"
+    )
+    return f"<table>{head}<tbody>{''.join(rows)}</tbody></table>{note}"
 
 
 # -- plots -------------------------------------------------------------------------------------
@@ -334,6 +463,13 @@ _HARDWARE_CAPTION = (
     "Median absolute percentage error per hardware type the attempts ran on (shorter is "
     "better), model against lookup table, with the number of succeeded attempts. A missing bar "
     "means that policy never predicted for that type. Types with few attempts are noisy."
+)
+_SOURCE_CAPTION = (
+    "The model's accuracy per prediction source (the source of its prediction for the hardware "
+    "each attempt ran on), with the number of scored attempts. Left: share within 10% of the "
+    "measured throughput (longer is better); right: median absolute percentage error (shorter "
+    "is better). Black ticks, with an oracle: the oracle's noise-free throughput scored the "
+    "same way, the best any predictor can do against run-to-run noise."
 )
 _FAMILY_CAPTION = (
     "The same per model family: where the model has learned the workload well, and where it "
@@ -528,6 +664,43 @@ def _breakdown_plot(table: pd.DataFrame, key: str) -> Figure | None:
     ax.grid(axis="x", alpha=0.3)
     _legend_above(ax)
     ax.set_ylim(-0.7, k - 0.3)
+    return figure
+
+
+def _source_plot(summary: Mapping[str, Any]) -> Figure | None:
+    rows = _source_rows(summary.get("by_source") or {})
+    if not rows:
+        return None
+    oracle = (summary.get("oracle_ceiling") or {}).get("by_source", {})
+    k = len(rows)
+    figure = _figure(9.5, 1.2 + 0.45 * k)
+    grid = figure.add_gridspec(1, 2)
+    positions = np.arange(k)[::-1]  # the core's order, top down
+    labels = [f"{label}  (n={f['n']:,})" for _, label, f in rows]
+    for column, (key, xlabel) in enumerate(
+        (("within_10pct", "within 10% of actual"), ("mdape", "MdAPE"))
+    ):
+        ax = figure.add_subplot(grid[0, column])
+        values = [np.nan if f.get(key) is None else f[key] for _, _, f in rows]
+        ax.barh(positions, values, 0.6, color=MODEL_COLOR, label="model")
+        ceiling = [(oracle.get(source) or {}).get(key) for source, _, _ in rows]
+        if any(v is not None for v in ceiling):
+            ax.plot(
+                [np.nan if v is None else v for v in ceiling],
+                positions,
+                "|",
+                color=ORACLE_COLOR,
+                ms=18,
+                mew=2.5,
+                label="oracle (noise ceiling)",
+            )
+        ax.set_yticks(positions, labels if column == 0 else [], fontsize=8)
+        ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_xlabel(xlabel)
+        ax.grid(axis="x", alpha=0.3)
+        if key == "within_10pct":
+            ax.set_xlim(0, 1.0)
+            _legend_above(ax)
     return figure
 
 

@@ -116,10 +116,109 @@ def test_model_accuracy(fleet: Backtest) -> None:
     # over the five measured successes (A1, A2, A3, A5, A6); A5 and A6 are abstentions
     assert acc["within_10pct_abstain_as_miss"] == 0.6
     assert acc["by_source"] == {
-        "lineage_prior": {"n": 1, "within_10pct": 1.0, "mdape": pytest.approx(10 / 150, abs=1e-6)},
-        "model": {"n": 1, "within_10pct": 1.0, "mdape": pytest.approx(5 / 105, abs=1e-6)},
-        "cold_start": {"n": 1, "within_10pct": 1.0, "mdape": 0.1},
-    }
+        "lineage_prior": {
+            "n": 1, "within_10pct": 1.0, "within_20pct": 1.0,
+            "mdape": pytest.approx(10 / 150, abs=1e-6),
+        },
+        "model": {
+            "n": 1, "within_10pct": 1.0, "within_20pct": 1.0,
+            "mdape": pytest.approx(5 / 105, abs=1e-6),
+        },
+        "cold_start": {"n": 1, "within_10pct": 1.0, "within_20pct": 1.0, "mdape": 0.1},
+    }  # fmt: skip
+
+
+def test_by_source_headline_block(fleet: Backtest) -> None:
+    by_source = fleet.summary({}, 0.0)["by_source"]
+    # one scored, predicted attempt per source; A2's 150 lies above its interval [130, 145]
+    assert by_source["lineage_prior"] == pytest.approx(
+        {
+            "n": 1, "share": 1 / 3, "within_10pct": 1.0, "within_20pct": 1.0,
+            "mdape": 10 / 150, "interval_n": 1, "interval_coverage": 0.0,
+        },
+        abs=1e-6,
+    )  # fmt: skip
+    assert by_source["model"]["interval_coverage"] == 1.0
+    assert by_source["cold_start"]["mdape"] == 0.1
+    assert list(by_source) == ["lineage_prior", "model", "cold_start"]  # SOURCES order
+
+
+def test_by_source_bands_differ_per_source() -> None:
+    bt = Backtest()
+    for err in (0.05, 0.15, 0.30):  # transfers: one within 10%, two within 20%
+        bt.observe(_attempt(model_predicted=100.0 * (1 + err), model_source="transfer"))
+    bt.observe(_attempt(model_predicted=102.0, model_source="lineage_prior"))
+    by_source = bt.summary({}, 0.0)["by_source"]
+    transfer = by_source["transfer"]
+    assert transfer["n"] == 3 and transfer["share"] == 0.75
+    assert transfer["within_10pct"] == pytest.approx(1 / 3, abs=1e-6)
+    assert transfer["within_20pct"] == pytest.approx(2 / 3, abs=1e-6)
+    assert transfer["mdape"] == pytest.approx(0.15, abs=1e-6)
+    assert transfer["interval_n"] == 0 and transfer["interval_coverage"] is None
+    assert by_source["lineage_prior"]["within_10pct"] == 1.0
+
+
+def test_oracle_ceiling_scores_the_oracle_on_the_models_attempts() -> None:
+    bt = Backtest()
+    # (model's prediction, oracle's expected throughput, source); actual 100 throughout
+    cases = [(100.0, 104.0, "lineage_prior"), (130.0, 92.0, "transfer"),
+             (90.0, 115.0, "transfer"), (None, 100.0, None)]  # fmt: skip
+    for predicted, oracle, source in cases:
+        ranked = source is not None
+        bt.observe(
+            _attempt(model_predicted=predicted, model_source=source, model_ranked=ranked,
+                     oracle_predicted=oracle)
+        )  # fmt: skip
+    bt.observe(_attempt(status="failed", actual=None, oracle_predicted=50.0))  # not scored
+    ceiling = bt.summary({}, 0.0)["oracle_ceiling"]
+    # the model abstained on the fourth: it is left out, like in `accuracy`
+    assert ceiling["n"] == 3
+    assert ceiling["within_10pct"] == pytest.approx(2 / 3, abs=1e-6)
+    assert ceiling["within_20pct"] == 1.0
+    assert ceiling["mdape"] == pytest.approx(0.08, abs=1e-6)
+    assert ceiling["median_signed_error"] == pytest.approx(0.04, abs=1e-6)
+    assert ceiling["by_source"]["transfer"] == pytest.approx(
+        {"n": 2, "within_10pct": 0.5, "within_20pct": 1.0, "mdape": 0.115}, abs=1e-6
+    )
+    assert ceiling["by_source"]["lineage_prior"]["mdape"] == pytest.approx(0.04, abs=1e-6)
+
+
+def test_no_oracle_means_no_ceiling(fleet: Backtest) -> None:
+    assert "oracle_ceiling" not in fleet.summary({}, 0.0)
+
+
+def test_holdout_figures_count_abstentions_as_misses() -> None:
+    bt = Backtest()
+    # held out on B300: the model predicts 3 of 4 (errors 5%, 15%, 40%), the lookup none
+    for predicted in (105.0, 115.0, 140.0, None):
+        bt.observe(
+            _attempt(hardware="B300", model_predicted=predicted, oracle_predicted=101.0,
+                     model_source="cold_start" if predicted else None, holdout=True)
+        )  # fmt: skip
+    bt.observe(_attempt(hardware="B300", model_predicted=100.0))  # after the holdout
+    s = bt.summary({}, 0.0)
+    h = s["holdout"]
+    assert h == bt.holdout_figures()
+    assert h["n"] == 4
+    assert h["model"]["n"] == 3
+    assert h["model"]["within_10pct_abstain_as_miss"] == 0.25
+    assert h["model"]["within_20pct_abstain_as_miss"] == 0.5
+    assert h["model"]["within_10pct"] == pytest.approx(1 / 3, abs=1e-6)
+    assert h["model"]["mdape"] == pytest.approx(0.15, abs=1e-6)
+    assert h["lookup"]["n"] == 0 and h["lookup"]["within_10pct_abstain_as_miss"] == 0.0
+    assert h["oracle"]["within_10pct_abstain_as_miss"] == 1.0
+    assert h["model_sources"] == {"cold_start": 3}
+    assert h["by_hardware"]["B300"]["n"] == 4
+    assert h["by_hardware"]["B300"]["model_within_10pct_abstain_as_miss"] == 0.25
+    assert s["accuracy"]["n"] == 4  # held-out attempts are scored in the overall figures too
+    assert "holdout" not in _fleet_summary()
+
+
+def _fleet_summary() -> dict[str, Any]:
+    bt = Backtest()
+    for o in FLEET:
+        bt.observe(o)
+    return bt.summary({}, 0.0)
 
 
 def test_intervals(fleet: Backtest) -> None:
@@ -164,6 +263,44 @@ def test_decisions(fleet: Backtest) -> None:
     assert d["n_vs_lookup"] == 4
     assert d["pairwise_order_accuracy"] == 0.75
     assert d["pairwise_total"] == 8
+
+
+def test_unrunnable_picks_and_decisions_by_pick_source() -> None:
+    bt = Backtest()
+    # a transfer pick that could not run: charged the failed try plus the next choice (15 + 10)
+    bt.observe(
+        _attempt(
+            cost_model=25.0,
+            cost_lookup=10.0,
+            cost_requested=20.0,
+            cost_best=10.0,
+            model_pick_source="transfer",
+            model_pick_unrunnable=True,
+        )
+    )
+    bt.observe(
+        _attempt(
+            cost_model=10.0,
+            cost_lookup=30.0,
+            cost_requested=10.0,
+            cost_best=10.0,
+            model_pick_source="transfer",
+            lookup_pick_unrunnable=True,
+        )
+    )
+    bt.observe(_attempt(cost_model=12.0, cost_lookup=12.0, cost_requested=12.0, cost_best=8.0,
+                        model_pick_source="lineage_prior"))  # fmt: skip
+    d = bt.summary({}, 0.0)["decisions"]
+    assert (d["unrunnable_picks"], d["lookup_unrunnable_picks"]) == (1, 1)
+    assert d["top1_regret"] == pytest.approx((1.5 + 0 + 0.5) / 3, abs=1e-6)
+    transfer = d["by_source"]["transfer"]
+    assert transfer == pytest.approx(
+        {"n": 2, "top1_regret": 0.75, "savings_vs_requested": 1 - 35 / 30, "n_vs_requested": 2,
+         "unrunnable_picks": 1},
+        abs=1e-6,
+    )  # fmt: skip
+    assert d["by_source"]["lineage_prior"]["top1_regret"] == pytest.approx(0.5, abs=1e-6)
+    assert d["by_source"]["lineage_prior"]["unrunnable_picks"] == 0
 
 
 def test_daily(fleet: Backtest) -> None:
@@ -271,6 +408,7 @@ def test_empty_backtest() -> None:
     json.dumps(s, allow_nan=False)
     assert (s["attempts"], s["coverage"], s["coverage_gpu_hours"]) == (0, None, None)
     assert bt.daily().empty and len(bt.daily().columns) == 14
+    assert s["by_source"] == {} and "oracle_ceiling" not in s and "holdout" not in s
     assert bt.by_hardware().empty and bt.by_family().empty
 
 
@@ -319,6 +457,9 @@ def test_rows_survive_chunk_boundaries_and_repeated_reads(monkeypatch: pytest.Mo
     [
         ({"status": "done"}, "status 'done' is not one of succeeded|failed|preempted"),
         ({"model_source": "oracle"}, "model_source 'oracle' is not one of"),
+        ({"model_pick_source": "guess"}, "model_pick_source 'guess' is not one of"),
+        ({"oracle_predicted": 0.0}, "oracle_predicted must be finite and > 0, got 0.0"),
+        ({"oracle_predicted": math.inf}, "oracle_predicted must be finite and > 0, got inf"),
         ({"device_hours": -1.0}, "device_hours must be finite and >= 0, got -1.0"),
         ({"device_hours": math.nan}, "device_hours must be finite and >= 0, got nan"),
         ({"has_eligible": False}, "a ranking without an eligible candidate"),

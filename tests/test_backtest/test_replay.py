@@ -35,8 +35,16 @@ from core_fixtures import (
     submitted_event,
     write_csv_unchecked,
 )
+from typer.testing import CliRunner
 
-from leap_stream.backtest.replay import OracleError, OracleStream, replay
+from leap_stream import cli
+from leap_stream.backtest.replay import (
+    UNRUNNABLE_PICK_HOURS,
+    OracleError,
+    OracleStream,
+    _Session,
+    replay,
+)
 from leap_stream.core.catalog import Catalog
 from leap_stream.data.history import HistoryError, events_to_table, write_history, write_oracle
 
@@ -88,7 +96,14 @@ def test_accuracy_of_a_repeat_is_a_hit(summary: dict[str, Any]) -> None:
     accuracy = summary["accuracy"]
     assert accuracy["n"] == 3  # the model predicted all three measured attempts
     repeat = accuracy["by_source"]["lineage_prior"]
-    assert repeat == {"n": 1, "within_10pct": 1.0, "mdape": pytest.approx(1 / 21, abs=1e-6)}
+    assert repeat == {
+        "n": 1,
+        "within_10pct": 1.0,
+        "within_20pct": 1.0,
+        "mdape": pytest.approx(1 / 21, abs=1e-6),
+    }
+    assert summary["by_source"]["lineage_prior"]["interval_coverage"] == 1.0
+    assert sum(block["n"] for block in summary["by_source"].values()) == 3
     assert summary["intervals"]["n"] == 3
     assert summary["intervals"]["by_source"]["lineage_prior"] == {"n": 1, "coverage": 1.0}
 
@@ -352,3 +367,188 @@ def test_an_attempt_without_steps_has_no_decision_figures(
     unchanged = ("events", "attempts", "succeeded", "coverage", "accuracy", "intervals")
     for key in (*unchanged, "coverage_gpu_hours", "baselines", "state"):
         assert got[key] == summary[key], key
+
+
+# ------------------------------------------------------------------- the oracle's ceiling
+
+
+def test_oracle_ceiling_scores_the_oracle_against_what_was_measured(
+    tiny_history: TinyHistory, tmp_path: Path
+) -> None:
+    # the oracle's expected throughput where each attempt ran: j1 +5%, j2 +25%, j3 0%
+    expected = {("j1", "H100-SXM"): 21_000.0, ("j2", "MI300X"): 37_500.0}
+    frame = TINY_ORACLE.copy()
+    frame["throughput"] = [
+        expected.get((job, hw), value)
+        for job, hw, value in frame.itertuples(index=False, name=None)
+    ]
+    got = _run(tiny_history, tmp_path / "out", oracle=_oracle(tmp_path, frame))
+    ceiling = got["oracle_ceiling"]
+    assert ceiling["n"] == 3
+    assert ceiling["within_10pct"] == pytest.approx(2 / 3, abs=1e-6)
+    assert ceiling["within_20pct"] == pytest.approx(2 / 3, abs=1e-6)
+    assert ceiling["mdape"] == pytest.approx(0.05, abs=1e-6)
+    assert ceiling["by_source"]["lineage_prior"]["mdape"] == 0.0  # j3: 21,000 both
+    # the ceiling is computed on the very attempts each by-source row scores
+    assert {s: b["n"] for s, b in ceiling["by_source"].items()} == {
+        s: b["n"] for s, b in got["by_source"].items()
+    }
+
+
+def test_without_an_oracle_there_is_no_ceiling(tiny_history: TinyHistory, tmp_path: Path) -> None:
+    assert "oracle_ceiling" not in _run(tiny_history, tmp_path / "out", oracle=None)
+
+
+# ------------------------------------------------------------------ a pick that cannot run
+
+
+@pytest.mark.parametrize("j3_ran", ["H100-SXM", "MI300X"])
+def test_a_first_choice_that_cannot_run_is_charged(
+    tiny_history: TinyHistory, tmp_path: Path, j3_ran: str
+) -> None:
+    """j3's first choice (MI300X, for the model and the lookup) does not fit in truth.
+
+    Each policy is charged the failed try on MI300X, then runs on its next choice, H100-SXM:
+    15 minutes on 8 MI300X when j3 ran on H100-SXM, its measured 2 hours to failure when j3
+    itself ran on MI300X and failed there.
+    """
+    oracle = TINY_ORACLE.copy()
+    oracle.loc[(oracle["job_id"] == "j3") & (oracle["hardware_type"] == "MI300X"), "throughput"] = (
+        None
+    )
+    events = list(TINY_EVENTS)
+    if j3_ran == "MI300X":
+        events = [
+            (kind, completed_event("j3", "L1", hours(26), "MI300X", throughput=None,
+                                   status="failed"))
+            if (kind, event["job_id"]) == ("completed", "j3") else (kind, event)
+            for kind, event in events
+        ]  # fmt: skip
+    history = tmp_path / "history.parquet"
+    write_history([events_to_table(events)], history)
+    got = _run(tiny_history, tmp_path / "out", history=history, oracle=_oracle(tmp_path, oracle))
+
+    catalog = tiny_history.catalog
+    failed_hours = UNRUNNABLE_PICK_HOURS if j3_ran == "H100-SXM" else 2.0
+    wasted = DEVICES * catalog["MI300X"].price_per_device_hour * failed_hours
+    j3_h100 = _cost(catalog, 1000, "H100-SXM", 21_000.0)  # the next choice, and the best
+    decisions = got["decisions"]
+    assert decisions["unrunnable_picks"] == 1
+    assert decisions["lookup_unrunnable_picks"] == 1
+    assert decisions["unrunnable_pick_hours"] == UNRUNNABLE_PICK_HOURS
+    assert decisions["n"] == 4
+    assert decisions["top1_regret"] == pytest.approx((wasted / j3_h100) / 4, 1e-5)
+    assert decisions["lookup_top1_regret"] == decisions["top1_regret"]
+    assert decisions["requested_regret"] == 0.0  # j3 asked for H100-SXM, the cheapest that runs
+    j1 = _cost(catalog, 1000, "H100-SXM", 20_000.0)
+    j2 = _cost(catalog, 1000, "MI300X", 30_000.0)
+    j4 = _cost(catalog, 10, "H100-SXM", 20_000.0)
+    requested = j1 + j2 + j3_h100 + j4
+    assert decisions["savings_vs_requested"] == pytest.approx(-wasted / requested, 1e-4)
+    assert decisions["by_source"]["lineage_prior"]["unrunnable_picks"] == 1  # j3's pick
+
+
+# ------------------------------------------------------------------ held-out hardware
+
+# L1 on MI300X only: a failure (j1), then three successes. With MI300X held out for its first
+# scored attempt, j1 and j2 are never learned: j3 is then no repeat (no lineage prior, nothing
+# in the lookup table), and only j4 repeats j3.
+_HOLDOUT_EVENTS = [
+    ("submitted", submitted_event("j1", "L1", hours(0), candidates=["MI300X"])),
+    ("completed", completed_event("j1", "L1", hours(1), "MI300X", throughput=None,
+                                  status="failed")),
+    ("submitted", submitted_event("j2", "L1", hours(2), candidates=["MI300X"])),
+    ("completed", completed_event("j2", "L1", hours(3), "MI300X", throughput=30_000.0)),
+    ("submitted", submitted_event("j3", "L1", hours(4), candidates=["MI300X"])),
+    ("completed", completed_event("j3", "L1", hours(5), "MI300X", throughput=31_000.0)),
+    ("submitted", submitted_event("j4", "L1", hours(6), candidates=["MI300X"])),
+    ("completed", completed_event("j4", "L1", hours(7), "MI300X", throughput=30_500.0)),
+]  # fmt: skip
+
+
+@pytest.fixture
+def holdout_history(tmp_path: Path) -> Path:
+    path = tmp_path / "holdout.parquet"
+    write_history([events_to_table(_HOLDOUT_EVENTS)], path)
+    return path
+
+
+def test_held_out_hardware_is_not_learned_until_its_first_attempts_are_scored(
+    tiny_history: TinyHistory, tmp_path: Path, holdout_history: Path
+) -> None:
+    catalog = tiny_history.catalog
+    learned = replay(holdout_history, tmp_path / "all", catalog, progress=False, report=False)
+    held = replay(
+        holdout_history,
+        tmp_path / "held",
+        catalog,
+        progress=False,
+        report=False,
+        holdout_hardware=["MI300X"],
+        holdout_first=1,
+    )
+    assert "holdout" not in learned
+    # learning from everything: j3 and j4 repeat what L1 measured, the lookup predicts both
+    assert learned["by_source"]["lineage_prior"]["n"] == 2
+    assert learned["baselines"]["lookup"]["accuracy"]["n"] == 2
+    # held out: j2 (the first scored attempt) is predicted cold and never learned, nor is j1
+    assert held["by_source"]["lineage_prior"]["n"] == 1  # j4, from j3
+    assert held["baselines"]["lookup"]["accuracy"]["n"] == 1  # j4
+    block = held["holdout"]
+    assert (block["hardware"], block["first"], block["n"]) == (["MI300X"], 1, 1)
+    assert block["withheld_completions"] == 2  # j1 (failed: not scored) and j2
+    assert block["model"]["n"] == 1
+    assert sum(block["model_sources"].values()) == 1
+    assert block["lookup"]["n"] == 0 and block["lookup"]["within_10pct_abstain_as_miss"] == 0.0
+    assert "lineage_prior" not in block["model_sources"]
+    assert held["events"]["unmatched_completions"] == 0
+
+
+def test_a_held_out_completion_leaves_no_pending_submission(
+    tiny_history: TinyHistory,
+) -> None:
+    session = _Session(tiny_history.catalog, None, ["MI300X"], 1)
+    for kind, event in _HOLDOUT_EVENTS[:4]:
+        (session.submitted if kind == "submitted" else session.completed)(event)
+    assert session.core.pending == {} and session.lookup.pending == {}
+    assert session.core.priors == {}  # not even the lineage's prior heard of j2
+    assert len(session.lookup.table) == 0
+    assert session.holdout_left == {"MI300X": 0}
+
+
+def test_holdout_arguments_are_checked(tiny_history: TinyHistory, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not in the catalog: MI999"):
+        _run(tiny_history, tmp_path / "a", holdout_hardware=["MI999"])
+    with pytest.raises(ValueError, match="holdout_first must be >= 1"):
+        _run(tiny_history, tmp_path / "b", holdout_hardware=["MI300X"], holdout_first=0)
+    with pytest.raises(ValueError, match="needs the in-process core"):
+        _run(tiny_history, tmp_path / "c", holdout_hardware=["MI300X"], rankings=lambda e: e)
+
+
+def test_the_replay_command_holds_hardware_out_and_prints_by_source(
+    tiny_history: TinyHistory, tmp_path: Path, holdout_history: Path
+) -> None:
+    runner = CliRunner()
+    out = tmp_path / "out"
+    args = ["replay", str(holdout_history), "--out", str(out), "--no-report"]
+    result = runner.invoke(cli.app, [*args, "--holdout-hardware", "MI300X", "--holdout-first", "1"])
+    assert result.exit_code == 0, result.output
+    assert "accuracy by prediction source" in result.output
+    assert "lineage prior" in result.output
+    assert "held-out hardware (MI300X)" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["holdout"]["first"] == 1 and summary["holdout"]["n"] == 1
+
+    default = runner.invoke(cli.app, [*args, "--holdout-hardware", "MI300X,H100-SXM"])
+    assert default.exit_code == 0, default.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["holdout"]["first"] == 20  # the documented default
+    assert summary["holdout"]["hardware"] == ["H100-SXM", "MI300X"]
+    assert summary["holdout"]["n"] == 3  # fewer than 20: every scored MI300X attempt
+
+    for bad, message in (
+        (["--holdout-hardware", "MI999"], "not in the catalog: MI999"),
+        (["--holdout-first", "3"], "--holdout-first needs --holdout-hardware"),
+    ):
+        failed = runner.invoke(cli.app, [*args, *bad])
+        assert failed.exit_code == 2 and message in failed.stderr

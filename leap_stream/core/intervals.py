@@ -1,9 +1,9 @@
 """Prediction intervals calibrated online: split conformal on recent log residuals, per source.
 
-Each prediction source (lineage prior, transfer, model, cold start) errs differently, so each keeps its own
-rolling window of absolute log residuals; the interval is ``prediction x exp(+-q)`` with ``q``
-the window's ``level`` quantile. Until a source has ``min_samples`` residuals it falls back to
-the pooled window, then to a wide default.
+Each prediction source (lineage prior, transfer, model, cold start) errs differently, so each
+keeps its own rolling window of absolute log residuals; the interval is
+``prediction x exp(+-q)`` with ``q`` the window's ``level`` quantile. Until a source has
+``min_samples`` residuals it falls back to the pooled window, then to a wide default.
 
 >>> intervals = ConformalIntervals(level=0.9, window=100, min_samples=10)
 >>> for r in [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.10]:

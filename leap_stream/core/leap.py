@@ -42,12 +42,14 @@ import numpy as np
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.eligibility import Eligibility, EligibilityRules
 from leap_stream.core.events import JOB_CONFIG_FIELDS
-from leap_stream.core.features import FeatureEncoder
+from leap_stream.core.features import FeatureEncoder, JobFeatures
 from leap_stream.core.intervals import ConformalIntervals
 from leap_stream.core.lookup import LookupTable
 from leap_stream.core.model import ThroughputModel
 from leap_stream.core.priors import (
+    SHRINK_TRANSFER,
     config_signature,
+    exact_measurements,
     last_seen_ms,
     latest,
     lineage_offset,
@@ -55,6 +57,7 @@ from leap_stream.core.priors import (
     update_prior,
 )
 from leap_stream.core.ranking import SOURCES, Ranking, rank_candidates
+from leap_stream.core.transfer import PairwiseTransfer
 
 __all__ = [
     "COLD_START_MIN_OBSERVATIONS",
@@ -90,6 +93,9 @@ class LearnExample(TypedDict):
     hardware_type: str
     target: float  # log throughput net of the lineage's own offset
     source: str | None  # the prediction source it was scored under (None: not a candidate)
+    # the lineage's latest earlier measurement on other hardware (hardware_type, log_throughput,
+    # job), or None: what the pairwise transfer corrections learn from
+    reference: dict[str, Any] | None
     abs_log_residual: float | None  # |log(measured / predicted)| at submission time
     predicted: float | None  # the submission-time prediction for that hardware
     throughput: float  # measured
@@ -115,6 +121,7 @@ class LeapCore:
         self.model = ThroughputModel(FeatureEncoder(self.hw))
         self.intervals = ConformalIntervals(level=interval_level)
         self.intervals.halfwidths(_SOURCES)  # cached from the start: a function of what it learned
+        self.pairs = PairwiseTransfer(self.hw.names.tolist())
         self.pending = {} if pending is None else pending
         self.priors = {} if priors is None else priors
         self.type_counts: dict[str, int] = {}
@@ -159,8 +166,12 @@ class LeapCore:
         view = lineage_view(
             state, index, n, config_signature(event), now_ms, self._latest_residual(state)
         )
+        offsets = view.offsets
+        if state:  # hardware the lineage has not run on: its residuals elsewhere, corrected
+            transfer = self._transfer_offsets(state, event, job, positions, now_ms)
+            offsets = np.where(view.same_hardware, view.offsets, transfer)
         has_exact = np.isfinite(view.exact)
-        log_pred = np.where(has_exact, view.exact, base + view.offsets)
+        log_pred = np.where(has_exact, view.exact, base + offsets)
         unseen_type = self.type_counts.get(event["model_type"], 0) == 0
         cold = (self.model.seen[positions] < COLD_START_MIN_OBSERVATIONS) | unseen_type
         code = np.select(
@@ -198,6 +209,47 @@ class LeapCore:
             source=_SOURCE_NAMES[code],
             risk=risk,
         )
+
+    def _transfer_offsets(
+        self,
+        state: dict[str, Any],
+        event: dict[str, Any],
+        job: JobFeatures,
+        positions: np.ndarray,
+        now_ms: float,
+    ) -> np.ndarray:
+        """The lineage's offset on each candidate from its residuals on the hardware it ran.
+
+        Each hardware type the lineage measured this very configuration on is a reference
+        (else its latest measurement, whatever the configuration): its residual against the
+        model as it is now, plus what related jobs measured between that type and each
+        candidate (:class:`PairwiseTransfer`), averaged over the references.
+        """
+        measured = exact_measurements(state, config_signature(event), now_ms)
+        references = [(self.hw.index[h], y, job) for h, y in measured.items() if h in self.hw.index]
+        if not references:
+            last = latest(state)
+            if last is None or last[0] not in self.hw.index:
+                return np.full(len(positions), lineage_offset(state, now_ms))
+            hardware, log_throughput, config = last
+            references = [(self.hw.index[hardware], log_throughput, self.model.encoder.job(config))]
+        efficiency = self.model.predict_many(job, positions) - self.model.encoder.baseline(
+            job, positions
+        )
+        total = np.zeros(len(positions))
+        for reference, log_throughput, reference_job in references:
+            at = np.array([reference])
+            modelled = self.model.predict_many(reference_job, at)[0]
+            reference_efficiency = modelled - self.model.encoder.baseline(reference_job, at)[0]
+            correction = self.pairs.correction(
+                event["model_type"],
+                job.family,
+                reference,
+                efficiency - reference_efficiency,
+                positions,
+            )
+            total += (log_throughput - modelled) / (1.0 + SHRINK_TRANSFER) + correction
+        return total / len(references)
 
     def _latest_residual(self, state: dict[str, Any] | None) -> float | None:
         """The lineage's latest measurement against the model as it is now."""
@@ -257,6 +309,10 @@ class LeapCore:
         now_ms = _time_ms(event)
         state = self.priors.get(lineage)
         target = log_y - lineage_offset(state, now_ms)
+        last = latest(state)
+        reference = None
+        if last is not None and last[0] != hardware and last[0] in self.hw.index:
+            reference = {"hardware_type": last[0], "log_throughput": last[1], "job": last[2]}
         self.priors[lineage] = update_prior(
             state,
             hardware,
@@ -274,6 +330,7 @@ class LeapCore:
             "hardware_type": hardware,
             "target": target,
             "source": source,
+            "reference": reference,
             "abs_log_residual": abs_residual,
             "predicted": predicted,
             "throughput": float(throughput),
@@ -289,9 +346,35 @@ class LeapCore:
         if example["source"] is not None and example["abs_log_residual"] is not None:
             self.intervals.learn_one(example["source"], example["abs_log_residual"])
         job = self.model.encoder.job(example["job"])
-        self.model.learn_one(job, self.hw.index[example["hardware_type"]], example["target"])
+        position = self.hw.index[example["hardware_type"]]
+        reference = example.get("reference")
+        if reference is not None:  # against the model before it learns from this attempt
+            self._learn_ratio(example, job, position, reference)
+        self.model.learn_one(job, position, example["target"])
         model_type = example["job"]["model_type"]
         self.type_counts[model_type] = self.type_counts.get(model_type, 0) + 1
+
+    def _learn_ratio(
+        self, example: LearnExample, job: JobFeatures, position: int, reference: dict[str, Any]
+    ) -> None:
+        """Teach the pairwise transfer the efficiency ratio this lineage measured."""
+        encoder = self.model.encoder
+        at = np.array([self.hw.index[reference["hardware_type"]]])
+        reference_job = encoder.job(reference["job"])
+        reference_baseline = encoder.baseline(reference_job, at)[0]
+        reference_model = self.model.predict_many(reference_job, at)[0] - reference_baseline
+        here = np.array([position])
+        baseline = encoder.baseline(job, here)[0]
+        model = self.model.predict_many(job, here)[0] - baseline
+        self.pairs.learn_one(
+            example["job"]["model_type"],
+            job.family,
+            reference=int(at[0]),
+            hardware=position,
+            measured=(math.log(example["throughput"]) - baseline)
+            - (reference["log_throughput"] - reference_baseline),
+            model=float(model - reference_model),
+        )
 
     def model_state(self) -> dict[str, Any]:
         """What :meth:`learn` changes, as one picklable object (a model snapshot's payload)."""
@@ -299,6 +382,7 @@ class LeapCore:
             "model": self.model,
             "intervals": self.intervals,
             "type_counts": self.type_counts,
+            "pairs": self.pairs,
         }
 
     def load_model_state(self, state: dict[str, Any]) -> None:
@@ -308,6 +392,8 @@ class LeapCore:
         self.model = state["model"]
         self.intervals = state["intervals"]
         self.type_counts = state["type_counts"]
+        # snapshots taken before the pairwise corrections existed start them afresh
+        self.pairs = state.get("pairs") or PairwiseTransfer(self.hw.names.tolist())
 
 
 class LookupRanker:

@@ -34,6 +34,7 @@ __all__ = [
     "LINEAGE_KEY",
     "LineageView",
     "config_signature",
+    "exact_measurements",
     "last_seen_ms",
     "latest",
     "lineage_offset",
@@ -139,6 +140,21 @@ def latest(state: Mapping[str, Any] | None) -> tuple[str, float, dict[str, Any]]
         return None
     config = dict(zip(CONFIG_FIELDS, entry["config"], strict=True))
     return entry["hardware"], entry["log_throughput"], config
+
+
+def exact_measurements(
+    state: Mapping[str, Any] | None, signature: str, now_ms: float
+) -> dict[str, float]:
+    """Hardware type -> measured log throughput of this very configuration, where it ran."""
+    if not state:
+        return {}
+    prefix = signature + _SEPARATOR
+    found = {}
+    for key, entry in state.items():
+        if key.startswith(prefix):
+            d = _decay(entry, now_ms)
+            found[key[len(prefix) :]] = entry[0] * d / (entry[1] * d)
+    return found
 
 
 def last_seen_ms(state: dict[str, list[float]]) -> float:

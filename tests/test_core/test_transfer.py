@@ -1,0 +1,158 @@
+"""Pairwise transfer: what related jobs measured on two hardware types, blended with the model."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from leap_stream.core.catalog import default_catalog
+from leap_stream.core.leap import LeapCore
+from leap_stream.core.transfer import PairwiseTransfer
+
+T0 = datetime(2025, 6, 1, tzinfo=UTC)
+HARDWARE = ["A", "B", "C"]
+
+
+def test_a_pair_nobody_measured_keeps_the_model_ratio() -> None:
+    pairs = PairwiseTransfer(HARDWARE)
+    pairs.learn_one("resnet", "cnn", reference=0, hardware=1, measured=0.4, model=0.0)
+    correction = pairs.correction("resnet", "cnn", 0, model=np.full(3, 0.1))
+    assert correction[2] == 0.0  # A -> C: no job measured it
+    assert correction[1] != 0.0
+
+
+def test_measured_ratios_take_over_where_the_model_is_wrong_and_not_where_it_is_right() -> None:
+    truth = 0.3  # jobs run 35% more efficiently on B than on A
+    wrong, right = PairwiseTransfer(HARDWARE), PairwiseTransfer(HARDWARE)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        measured = truth + rng.normal(0, 0.1)
+        wrong.learn_one("resnet", "cnn", reference=0, hardware=1, measured=measured, model=0.0)
+        right.learn_one("resnet", "cnn", reference=0, hardware=1, measured=measured, model=truth)
+    # the model that keeps missing by 0.3 loses its say; the one that is right keeps most of it
+    fix_wrong = wrong.correction("resnet", "cnn", 0, model=np.zeros(3))[1]
+    fix_right = right.correction("resnet", "cnn", 0, model=np.full(3, truth))[1]
+    assert fix_wrong == pytest.approx(truth, abs=0.05)
+    assert abs(fix_right) < 0.02
+    assert wrong.squared_error[0] < wrong.squared_error[1]
+    assert right.squared_error[0] > right.squared_error[1]
+
+
+def test_ratios_are_kept_both_ways_and_by_model_type_before_family() -> None:
+    pairs = PairwiseTransfer(HARDWARE)
+    for _ in range(50):
+        pairs.learn_one("resnet", "cnn", reference=0, hardware=1, measured=0.5, model=0.0)
+        pairs.learn_one("vgg", "cnn", reference=0, hardware=1, measured=-0.1, model=0.0)
+    resnet, _ = pairs.measured_ratio("resnet", "cnn", 0)
+    vgg, _ = pairs.measured_ratio("vgg", "cnn", 0)
+    unseen, _ = pairs.measured_ratio("alexnet", "cnn", 0)  # the family's mean
+    back, _ = pairs.measured_ratio("resnet", "cnn", 1)
+    assert unseen[1] == pytest.approx(0.2, abs=0.01)
+    # each type's own mean, shrunk a little (4 pseudo-observations of ~44) towards the family's
+    assert 0.45 < resnet[1] < 0.5
+    assert -0.1 < vgg[1] < -0.05
+    assert back[0] == pytest.approx(-resnet[1])
+
+
+def _job(job_id: str, lineage: str, model_type: str, **overrides: Any) -> dict[str, Any]:
+    return {
+        "event_id": f"{job_id}/s",
+        "event_time": T0,
+        "job_id": job_id,
+        "lineage_id": lineage,
+        "model_type": model_type,
+        "model_family": "cnn",
+        "framework": "pytorch",
+        "param_count": 25_000_000,
+        "global_batch_size": 2048,
+        "seq_len": None,
+        "precision": "bf16",
+        "num_devices": 8,
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "requested_hardware": None,
+        "candidate_hardware": ["H100-SXM", "MI300X"],
+    } | overrides
+
+
+def _run(core: LeapCore, job: dict[str, Any], hardware: str, throughput: float) -> None:
+    core.on_submitted(job)
+    core.on_completed(
+        {
+            "event_id": f"{job['job_id']}/c",
+            "event_time": job["event_time"] + timedelta(hours=1),
+            "job_id": job["job_id"],
+            "lineage_id": job["lineage_id"],
+            "hardware_type": hardware,
+            "num_devices": job["num_devices"],
+            "status": "succeeded",
+            "throughput": throughput,
+            "steps": 100,
+        }
+    )
+
+
+def _transfer_error(core: LeapCore, start: datetime) -> float:
+    """|log error| of a new lineage's prediction on MI300X after it ran on H100-SXM."""
+    new = _job("new-1", "new", "resnet", event_time=start)
+    _run(core, new, "H100-SXM", 10_000.0)
+    ranking = core.on_submitted(
+        {**new, "job_id": "new-2", "event_time": start + timedelta(hours=2)}
+    )
+    i = ranking.hardware.index("MI300X")
+    return abs(math.log(ranking.predicted[i] / 30_000.0))
+
+
+def test_lineages_that_ran_on_both_types_teach_the_ratio_a_new_lineage_transfers_with() -> None:
+    """resnet runs 3x faster on MI300X than on H100-SXM here, which no spec sheet says: after
+    a few lineages ran on both, a new one's first MI300X prediction follows them."""
+    taught, untaught = LeapCore(default_catalog()), LeapCore(default_catalog())
+    when = T0
+    for i in range(30):
+        when = T0 + timedelta(hours=3 * i)
+        speed = 8_000.0 * (1.0 + 0.01 * (i % 5))
+        first = _job(f"j{i}a", f"l{i}", "resnet", event_time=when)
+        _run(taught, first, "H100-SXM", speed)
+        _run(untaught, first, "H100-SXM", speed)
+        # only the taught core sees these lineages move on to MI300X
+        second = _job(f"j{i}b", f"l{i}", "resnet", event_time=when + timedelta(hours=1))
+        _run(taught, second, "MI300X", 3.0 * speed)
+    start = when + timedelta(hours=3)
+    assert taught.pairs.learned == 30
+    assert _transfer_error(taught, start) < 0.15
+    assert _transfer_error(untaught, start) > 2 * _transfer_error(taught, start)
+
+
+def test_the_reference_travels_in_the_learn_example_and_the_fold_learns_the_same() -> None:
+    """join + learn on another core (the service's split) learns the same ratios."""
+    whole, joiner, learner = (LeapCore(default_catalog()) for _ in range(3))
+    for i, (hardware, speed) in enumerate([("H100-SXM", 8_000.0), ("MI300X", 20_000.0)]):
+        job = _job(f"j{i}", "l1", "resnet", event_time=T0 + timedelta(hours=2 * i))
+        completed = {
+            "event_id": f"j{i}/c",
+            "event_time": job["event_time"] + timedelta(hours=1),
+            "job_id": f"j{i}",
+            "lineage_id": "l1",
+            "hardware_type": hardware,
+            "num_devices": 8,
+            "status": "succeeded",
+            "throughput": speed,
+            "steps": 100,
+        }
+        whole.on_submitted(job)
+        whole.on_completed(completed)
+        joiner.on_submitted(job)
+        _, example = joiner.join(completed)
+        assert example is not None
+        assert (example["reference"] is None) == (i == 0)
+        learner.learn(example)
+    assert learner.pairs.learned == whole.pairs.learned == 1
+    np.testing.assert_array_equal(
+        learner.pairs.measured_ratio("resnet", "cnn", 0)[0],
+        whole.pairs.measured_ratio("resnet", "cnn", 0)[0],
+    )
+    assert "pairs" in whole.model_state()

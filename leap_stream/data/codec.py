@@ -35,6 +35,7 @@ from fastavro.schema import fingerprint as _fastavro_fingerprint
 from fastavro.schema import to_parsing_canonical_form
 
 __all__ = [
+    "ADDED_FIELDS",
     "MARKER",
     "AvroCodec",
     "CodecError",
@@ -49,6 +50,14 @@ MARKER = b"\xc3\x01"
 
 _FINGERPRINT_SIZE = 8
 _HEADER_SIZE = len(MARKER) + _FINGERPRINT_SIZE
+
+# Fields added to a published record (docs/events.md, evolution rule), oldest first. Adding a
+# field changes the schema's fingerprint, so the record's earlier versions (without the fields
+# added since) stay registered as writer schemas: their messages keep decoding, with defaults.
+ADDED_FIELDS: dict[str, tuple[str, ...]] = {
+    "leap.v1.JobCompleted": ("failure_reason",),
+    "leap.v1.LearnExample": ("reference",),
+}
 
 
 class CodecError(ValueError):
@@ -115,6 +124,15 @@ def _parse(schema: Mapping[str, Any], origin: str) -> _Writer:
     )
 
 
+def _earlier_versions(schema: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+    """``schema`` as it was before each of its :data:`ADDED_FIELDS` was added."""
+    added = [f for f in ADDED_FIELDS.get(name, ()) if any(g["name"] == f for g in schema["fields"])]
+    return [
+        {**schema, "fields": [g for g in schema["fields"] if g["name"] not in added[i:]]}
+        for i in range(len(added))
+    ]
+
+
 class AvroCodec:
     """Registry of writer schemas (by fingerprint) and reader schemas (by full name).
 
@@ -123,7 +141,8 @@ class AvroCodec:
     schema_dir
         Directory whose ``*.avsc`` files are loaded, one record schema each; they are the
         current schemas, used to encode and as the default reader schemas. Default: the
-        repository's ``schemas/`` (or the copy inside the installed package).
+        repository's ``schemas/`` (or the copy inside the installed package). A record's
+        versions from before its :data:`ADDED_FIELDS` are registered as writer schemas too.
 
     Examples
     --------
@@ -155,6 +174,8 @@ class AvroCodec:
             if writer.name in self._current:
                 raise CodecError(f"{path} defines {writer.name} a second time")
             self._add(writer)
+            for earlier in _earlier_versions(schema, writer.name):
+                self._add(_parse(earlier, f"{path} before {ADDED_FIELDS[writer.name]}"))
 
     def _add(self, writer: _Writer) -> None:
         self._writers.setdefault(writer.header[len(MARKER) :], writer)

@@ -1,7 +1,9 @@
 """The history table on disk: read, validate and write it as Parquet, CSV or Avro.
 
 The history is one table with one row per event (a JobSubmitted or a JobCompleted), in
-event-time order, with the columns of :data:`leap_stream.core.events.HISTORY_SCHEMA`; the replay
+event-time order, with the columns of :data:`HISTORY_FILE_SCHEMA` (the core's
+:data:`leap_stream.core.events.HISTORY_SCHEMA` plus the optional columns added since: a file
+without them reads as if they were null); the replay
 backtester streams it and users export it (``docs/history-format.md``). The format follows the
 file extension: ``.parquet``, ``.csv`` (also ``.csv.gz``, ``.csv.bz2``, ``.csv.zst``) or
 ``.avro`` (an object container file of ``schemas/HistoryRow.avsc`` records, the way Kafka Connect
@@ -64,6 +66,8 @@ from leap_stream.data.codec import default_schema_dir
 
 __all__ = [
     "COMPLETED_FIELDS",
+    "HISTORY_FILE_SCHEMA",
+    "OPTIONAL_COLUMNS",
     "SUBMITTED_FIELDS",
     "HistoryError",
     "Reject",
@@ -76,6 +80,16 @@ __all__ = [
     "write_history",
     "write_oracle",
 ]
+
+# Columns added to the history format after its first version: a file (or table, or event) without
+# them is still valid and reads as if they were null. The core's HISTORY_SCHEMA does not read
+# them yet; files carry them on top of it.
+OPTIONAL_COLUMNS: tuple[str, ...] = ("failure_reason",)
+_OPTIONAL_FIELDS = (pa.field("failure_reason", pa.string()),)
+HISTORY_FILE_SCHEMA: pa.Schema = pa.schema(
+    [*HISTORY_SCHEMA, *(f for f in _OPTIONAL_FIELDS if f.name not in HISTORY_SCHEMA.names)]
+)
+"""The columns of a history file: ``HISTORY_SCHEMA`` and then :data:`OPTIONAL_COLUMNS`."""
 
 SUBMITTED_FIELDS: tuple[str, ...] = (
     "event_id",
@@ -98,6 +112,7 @@ COMPLETED_FIELDS: tuple[str, ...] = (
     "status",
     "throughput",
     "steps",
+    "failure_reason",
 )
 """The fields of a JobCompleted record, in schema order: the keys of a completed event dict."""
 
@@ -130,7 +145,7 @@ _SUBMITTED_REQUIRED = SUBMITTED_ONLY_COLUMNS
 _SUBMITTED_ONLY = (*SUBMITTED_ONLY_COLUMNS, "seq_len", "requested_hardware", "candidate_hardware")
 # steps may be null on completed rows (an attempt whose step count was not recorded).
 _COMPLETED_REQUIRED = tuple(c for c in COMPLETED_ONLY_COLUMNS if c != "steps")
-_COMPLETED_ONLY = (*COMPLETED_ONLY_COLUMNS, "throughput")
+_COMPLETED_ONLY = (*COMPLETED_ONLY_COLUMNS, "throughput", "failure_reason")
 _NULL_MESSAGE = "is null; every row needs it"
 _NON_NULL = tuple(f.name for f in HISTORY_SCHEMA if not f.nullable)
 
@@ -327,16 +342,23 @@ def _conform_columns(
     name: str,
     offset: int,
     quarantine: _Quarantine | None = None,
+    optional: tuple[str, ...] = (),
 ) -> pa.Table:
-    """``raw`` cast to ``schema`` (extra columns dropped); missing columns raise."""
+    """``raw`` cast to ``schema`` (extra columns dropped); missing columns raise, except the
+    ``optional`` ones, which come back null."""
     present = set(raw.column_names)
-    missing = [n for n in schema.names if n not in present]
+    missing = [n for n in schema.names if n not in present and n not in optional]
     if missing:
         raise HistoryError(f"{name}: missing required column(s) {', '.join(map(repr, missing))}")
     for n in schema.names:
         if len(raw.schema.get_all_field_indices(n)) > 1:
             raise HistoryError(f"{name}: column {n!r} appears more than once")
-    arrays = [_cast_column(raw.column(f.name), f, name, offset, quarantine) for f in schema]
+    arrays = [
+        _cast_column(raw.column(f.name), f, name, offset, quarantine)
+        if f.name in present
+        else pa.nulls(raw.num_rows, f.type)
+        for f in schema
+    ]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -501,6 +523,16 @@ def _check_rows(batch: _Batch) -> None:
             "throughput is null unless status is 'succeeded'"
         ),
     )
+    reason = batch.col("failure_reason")
+    if reason.null_count < len(reason):
+        batch.fail_where(
+            pc.and_(pc.equal(status, "succeeded"), pc.is_valid(reason)),
+            "failure_reason",
+            lambda v: f"{v!r} is set on an attempt that succeeded",
+        )
+        batch.fail_where(
+            pc.equal(reason, ""), "failure_reason", lambda _: "is empty; use null for no reason"
+        )
     _check_candidates(batch)
 
 
@@ -621,6 +653,7 @@ class _Conformer:
     rejects: list[Reject] | None = None
     offset: int = 0
     state: _State = field(default_factory=_State)
+    optional: tuple[str, ...] = ()  # columns a file may lack (read as null)
 
     def quarantine(self, rows: int) -> _Quarantine | None:
         """Where the broken rows of the next ``rows``-row batch go (None: strict)."""
@@ -629,7 +662,9 @@ class _Conformer:
     def __call__(self, raw: pa.Table, quarantine: _Quarantine | None = None) -> pa.Table:
         if quarantine is None:
             quarantine = self.quarantine(raw.num_rows)
-        table = _conform_columns(raw, self.schema, self.name, self.offset, quarantine)
+        table = _conform_columns(
+            raw, self.schema, self.name, self.offset, quarantine, self.optional
+        )
         self.check(_Batch(table, self.name, self.offset, quarantine), self.state)
         if quarantine is not None and quarantine.found:
             assert self.rejects is not None
@@ -640,7 +675,7 @@ class _Conformer:
 
 
 def _history_conformer(name: str, rejects: list[Reject] | None = None) -> _Conformer:
-    return _Conformer(name, HISTORY_SCHEMA, _check_history, rejects)
+    return _Conformer(name, HISTORY_FILE_SCHEMA, _check_history, rejects, optional=OPTIONAL_COLUMNS)
 
 
 def _oracle_conformer(name: str, rejects: list[Reject] | None = None) -> _Conformer:
@@ -684,17 +719,22 @@ def _rebatch(batches: Iterable[pa.RecordBatch], schema: pa.Schema, rows: int) ->
         yield pa.Table.from_batches(pending, schema=schema)
 
 
-def _read_parquet(path: Path, names: list[str], rows: int, name: str) -> Iterator[pa.Table]:
+def _read_parquet(
+    path: Path, names: list[str], rows: int, name: str, optional: tuple[str, ...] = ()
+) -> Iterator[pa.Table]:
     pf = pq.ParquetFile(path)
     present = [n for n in names if n in pf.schema_arrow.names]
-    if len(present) < len(names):  # let _conform_columns name the missing columns
+    if any(n not in present and n not in optional for n in names):
+        # let _conform_columns name the missing columns
         yield pf.schema_arrow.empty_table()
         return
     schema = pa.schema([pf.schema_arrow.field(n) for n in present])
     yield from _rebatch(pf.iter_batches(batch_size=rows, columns=present), schema, rows)
 
 
-def _read_csv(path: Path, names: list[str], rows: int, name: str) -> Iterator[pa.Table]:
+def _read_csv(
+    path: Path, names: list[str], rows: int, name: str, optional: tuple[str, ...] = ()
+) -> Iterator[pa.Table]:
     def open_reader(include: list[str] | None) -> pacsv.CSVStreamingReader:
         # Every column is read as text and cast by _cast_column, so that a bad value is
         # reported with its row and column (pyarrow's own conversion errors give neither).
@@ -711,7 +751,7 @@ def _read_csv(path: Path, names: list[str], rows: int, name: str) -> Iterator[pa
     with open_reader(None) as probe:
         header = probe.schema.names
     present = [n for n in names if n in header]
-    if len(present) < len(names):
+    if any(n not in present and n not in optional for n in names):
         yield pa.table({n: pa.array([], pa.string()) for n in header})
         return
     with open_reader(present) as reader:
@@ -732,7 +772,7 @@ def _read_avro(
         if not isinstance(writer_schema, dict) or writer_schema.get("type") != "record":
             raise HistoryError(f"{name}: the Avro schema is not a record schema")
         fields = {f["name"] for f in writer_schema["fields"]}
-        if not set(schema.names) <= fields:
+        if not set(schema.names) - set(conform.optional) <= fields:
             yield pa.table({n: pa.array([], pa.null()) for n in sorted(fields)}), None
             return
         offset = 0
@@ -740,7 +780,12 @@ def _read_avro(
             quarantine = conform.quarantine(len(chunk))
             columns = {
                 f.name: _array_from_values(
-                    [record[f.name] for record in chunk], f.type, name, offset, f.name, quarantine
+                    [record.get(f.name) for record in chunk],
+                    f.type,
+                    name,
+                    offset,
+                    f.name,
+                    quarantine,
                 )
                 for f in schema
             }
@@ -761,10 +806,11 @@ def _read_conformed(
     fmt = _format_of(path)
     conform = conformer_for(name, rejects)
     raw: Iterator[tuple[pa.Table, _Quarantine | None]]
+    names, optional = conform.schema.names, conform.optional
     if fmt == "parquet":
-        raw = ((t, None) for t in _read_parquet(path, conform.schema.names, batch_rows, name))
+        raw = ((t, None) for t in _read_parquet(path, names, batch_rows, name, optional))
     elif fmt == "csv":
-        raw = ((t, None) for t in _read_csv(path, conform.schema.names, batch_rows, name))
+        raw = ((t, None) for t in _read_csv(path, names, batch_rows, name, optional))
     else:
         raw = _read_avro(path, conform, batch_rows, name)
     while True:
@@ -782,7 +828,7 @@ def read_history_batches(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     rejects: list[Reject] | None = None,
 ) -> Iterator[pa.Table]:
-    """Stream a history file as validated tables of ``HISTORY_SCHEMA``, in bounded memory.
+    """Stream a history file as validated tables of ``HISTORY_FILE_SCHEMA``, in bounded memory.
 
     Parameters
     ----------
@@ -798,7 +844,8 @@ def read_history_batches(
     Yields
     ------
     pyarrow.Table
-        The next ``batch_rows`` rows, cast to ``HISTORY_SCHEMA`` (extra columns dropped).
+        The next ``batch_rows`` rows, cast to ``HISTORY_FILE_SCHEMA`` (extra columns dropped,
+        a missing optional column null).
 
     Raises
     ------
@@ -905,7 +952,7 @@ def iter_events(
     >>> import tempfile
     >>> done = {"event_id": "e2", "event_time": 1_756_894_500_000, "job_id": "j1",
     ...     "lineage_id": "l1", "hardware_type": "h100-80g", "num_devices": 8,
-    ...     "status": "failed", "throughput": None, "steps": 10}
+    ...     "status": "failed", "throughput": None, "steps": 10, "failure_reason": "oom"}
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = write_history([events_to_table([("completed", done)])], f"{tmp}/h.parquet")
     ...     kind, event = next(iter_events(f"{tmp}/h.parquet"))
@@ -917,7 +964,8 @@ def iter_events(
 
 
 def events_to_table(events: Iterable[tuple[str, dict[str, Any]]]) -> pa.Table:
-    """Build a validated ``HISTORY_SCHEMA`` table from event pairs: the inverse of iter_events.
+    """Build a validated ``HISTORY_FILE_SCHEMA`` table from event pairs: the inverse of
+    iter_events.
 
     Parameters
     ----------
@@ -947,7 +995,7 @@ def events_to_table(events: Iterable[tuple[str, dict[str, Any]]]) -> pa.Table:
 
 _EVENTS = "events"  # the name messages give a list of events
 _EVENT_COLUMNS = pa.schema(
-    [f.with_nullable(True) for f in HISTORY_SCHEMA if f.name != "event_type"]
+    [f.with_nullable(True) for f in HISTORY_FILE_SCHEMA if f.name != "event_type"]
 )
 
 
@@ -963,7 +1011,7 @@ def _raw_events_table(
     else:
         return table.add_column(0, "event_type", kinds)
     columns: dict[str, pa.Array] = {}
-    for f in HISTORY_SCHEMA:
+    for f in HISTORY_FILE_SCHEMA:
         if f.name == "event_type":
             values = [kind for kind, _ in pairs]
         else:
@@ -976,11 +1024,11 @@ def check_events(events: Sequence[tuple[str, dict[str, Any]]]) -> list[Reject]:
     """The events that break the per-row rules of the history contract, for a stream processor.
 
     The same vectorised rules as a history file (types, required and forbidden columns per
-    event type, allowed values, positive numbers, throughput only on succeeded attempts,
-    candidate lists), over a batch of decoded records: what :func:`iter_events` yields and
-    fastavro decodes. The rules about the stream as a whole are not applied: events out of
-    event-time order (late events) and repeated ``event_id`` (redelivery) are normal in a live
-    stream and are the consumer's to handle.
+    event type, allowed values, positive numbers, throughput only on succeeded attempts and a
+    failure reason only on the others, candidate lists), over a batch of decoded records: what
+    :func:`iter_events` yields and fastavro decodes. The rules about the stream as a whole are
+    not applied: events out of event-time order (late events) and repeated ``event_id``
+    (redelivery) are normal in a live stream and are the consumer's to handle.
 
     Parameters
     ----------
@@ -1015,7 +1063,9 @@ def check_events(events: Sequence[tuple[str, dict[str, Any]]]) -> list[Reject]:
     """
     pairs = list(events)
     rejects: list[Reject] = []
-    conform = _Conformer(_EVENTS, HISTORY_SCHEMA, _check_event_rows, rejects)
+    conform = _Conformer(
+        _EVENTS, HISTORY_FILE_SCHEMA, _check_event_rows, rejects, optional=OPTIONAL_COLUMNS
+    )
     quarantine = conform.quarantine(len(pairs))
     conform(_raw_events_table(pairs, quarantine), quarantine)
     return rejects
@@ -1125,14 +1175,15 @@ def _write(
 def write_history(tables: Iterable[pa.Table | pd.DataFrame], path: str | os.PathLike[str]) -> int:
     """Write tables (or DataFrames) as one history file, streaming, in the extension's format.
 
-    Each table is cast to ``HISTORY_SCHEMA`` and validated like a file being read (event-time
+    Each table is cast to ``HISTORY_FILE_SCHEMA`` and validated like a file being read (event-time
     order holds across tables), so what is written always reads back. The file appears only
     once complete.
 
     Parameters
     ----------
     tables
-        Tables or DataFrames holding at least the ``HISTORY_SCHEMA`` columns (extras dropped).
+        Tables or DataFrames holding at least the ``HISTORY_SCHEMA`` columns (extras dropped;
+        a missing ``failure_reason`` is written null).
         In CSV-like frames ``candidate_hardware`` may be a ``;``-joined string and
         ``event_time`` an ISO-8601 string.
     path

@@ -48,6 +48,7 @@ def one_of_each() -> list[tuple[str, dict[str, Any]]]:
         "status": "succeeded",
         "throughput": 81.25,
         "steps": 12_000,
+        "failure_reason": None,
     }
     snapshot = {
         "event_id": "snapshot-1",

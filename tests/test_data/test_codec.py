@@ -16,9 +16,18 @@ import pyarrow as pa
 import pytest
 from fastavro.schema import to_parsing_canonical_form
 
-from leap_stream.core.events import FRAMEWORKS, HISTORY_SCHEMA, PRECISIONS, STATUSES
+from leap_stream.core.events import FRAMEWORKS, PRECISIONS, STATUSES
 from leap_stream.data import codec as codec_module
-from leap_stream.data.codec import MARKER, AvroCodec, CodecError, decode, default_codec, encode
+from leap_stream.data.codec import (
+    ADDED_FIELDS,
+    MARKER,
+    AvroCodec,
+    CodecError,
+    decode,
+    default_codec,
+    encode,
+)
+from leap_stream.data.history import HISTORY_FILE_SCHEMA
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 EVENT_SCHEMAS = (
@@ -96,6 +105,7 @@ RECORDS: dict[str, dict[str, Any]] = {
         "status": "succeeded",
         "throughput": 812.4375,
         "steps": 25_000,
+        "failure_reason": None,
     },
     "HardwareRanking": {
         "event_id": "c4e8a1d2-7f3b-4e9a-8c6d-2b1f0e9d8a77",
@@ -137,7 +147,23 @@ RECORDS: dict[str, dict[str, Any]] = {
         },
         "hardware_type": "H100-SXM",
         "target": 4.3125,
-        "source": "model",
+        "source": "transfer",
+        "reference": {
+            "hardware_type": "MI300X",
+            "log_throughput": 4.25,
+            "job": {
+                "model_type": "decoder-7b-v3",
+                "model_family": "dense_llm",
+                "framework": "pytorch",
+                "param_count": 7_000_000_000,
+                "global_batch_size": 512,
+                "seq_len": 4096,
+                "precision": "bf16",
+                "num_devices": 32,
+                "tensor_parallel": 1,
+                "pipeline_parallel": 1,
+            },
+        },
         "abs_log_residual": 0.0625,
         "predicted": 76.5,
         "throughput": 81.25,
@@ -313,6 +339,41 @@ def test_a_field_added_without_default_breaks_old_bytes(
         codec.decode(job_submitted_bytes, reader=broken)
 
 
+def _job_completed_v1() -> dict[str, Any]:
+    """JobCompleted as first published, before failure_reason."""
+    v1 = _schema("JobCompleted")
+    v1["fields"] = [f for f in v1["fields"] if f["name"] != "failure_reason"]
+    return v1
+
+
+def test_job_completed_gained_failure_reason_by_the_rule() -> None:
+    field = _schema("JobCompleted")["fields"][-1]
+    assert field["name"] == "failure_reason"
+    assert field["type"] == ["null", "string"] and field["default"] is None
+    assert ADDED_FIELDS["leap.v1.JobCompleted"] == ("failure_reason",)
+
+
+def test_job_completed_bytes_from_before_failure_reason_still_decode(tmp_path: Path) -> None:
+    # A producer of the previous release: its schema directory has JobCompleted v1.
+    for path in SCHEMA_DIR.glob("*.avsc"):
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "JobCompleted.avsc").write_text(json.dumps(_job_completed_v1()))
+    old = AvroCodec(tmp_path)
+    record = {k: v for k, v in RECORDS["JobCompleted"].items() if k != "failure_reason"}
+    old_bytes = old.encode("JobCompleted", record)
+    # The current codec registers v1 itself (no register() call), and fills the default.
+    assert AvroCodec().decode(old_bytes) == {**record, "failure_reason": None}
+    assert decode(old_bytes)["failure_reason"] is None
+    # New bytes carry the reason, and an old reader that registered the new schema drops it.
+    new_bytes = encode(
+        "JobCompleted", {**record, "status": "failed", "throughput": None, "failure_reason": "oom"}
+    )
+    assert decode(new_bytes)["failure_reason"] == "oom"
+    assert new_bytes[:10] != old_bytes[:10]  # a new fingerprint
+    old.register(_schema("JobCompleted"))
+    assert "failure_reason" not in old.decode(new_bytes)
+
+
 def test_reading_into_another_record_is_refused_in_one_line(
     codec: AvroCodec, job_submitted_bytes: bytes
 ) -> None:
@@ -365,8 +426,9 @@ def test_garbage_body(codec: AvroCodec, job_submitted_bytes: bytes) -> None:
 def test_bad_union_branch(codec: AvroCodec) -> None:
     record = {**RECORDS["JobCompleted"], "status": "failed", "throughput": None}
     data = codec.encode("JobCompleted", record)
-    # [null, double] branch 0, then `steps`: [null, long] branch 1 and 25000 (3 bytes)
-    branch = len(data) - 5
+    # [null, double] branch 0, then `steps`: [null, long] branch 1 and 25000 (3 bytes), then
+    # `failure_reason`: [null, string] branch 0
+    branch = len(data) - 6
     assert data[branch] == 0
     corrupt = data[:branch] + b"\x0a" + data[branch + 1 :]  # branch 5 of a 2-branch union
     with pytest.raises(CodecError, match=r"corrupt body of leap\.v1\.JobCompleted: IndexError"):
@@ -498,7 +560,7 @@ def _arrow_type(avro_type: Any) -> pa.DataType:
 
 
 def test_job_events_match_the_history_table_columns() -> None:
-    columns = {f.name: f.type for f in HISTORY_SCHEMA}
+    columns = {f.name: f.type for f in HISTORY_FILE_SCHEMA}
     seen = {"event_type"}
     for name in ("JobSubmitted", "JobCompleted"):
         for field in _schema(name)["fields"]:

@@ -24,6 +24,8 @@ import pytest
 from leap_stream.core.events import HISTORY_SCHEMA, ORACLE_SCHEMA
 from leap_stream.data.history import (
     COMPLETED_FIELDS,
+    HISTORY_FILE_SCHEMA,
+    OPTIONAL_COLUMNS,
     SUBMITTED_FIELDS,
     HistoryError,
     Reject,
@@ -76,12 +78,14 @@ def _completed(i: int, job: str, lineage: str, minutes: int, **overrides: Any) -
         "status": "succeeded",
         "throughput": 1234.5,
         "steps": 1000,
+        "failure_reason": None,
     }
     event.update(overrides)
     return event
 
 
-# Two lineages: l1 is preempted then retried as j2; l2 (a CNN, no seq_len) fails. Rows 0-6.
+# Two lineages: l1 is preempted then retried as j2; l2 (a CNN, no seq_len) fails out of memory.
+# Rows 0-6.
 EVENTS: list[tuple[str, dict[str, Any]]] = [
     ("submitted", _submitted(0, "j1", "l1", 0)),
     (
@@ -103,7 +107,19 @@ EVENTS: list[tuple[str, dict[str, Any]]] = [
             candidate_hardware=None,
         ),
     ),
-    ("completed", _completed(2, "j1", "l1", 30, status="preempted", throughput=None, steps=120)),
+    (
+        "completed",
+        _completed(
+            2,
+            "j1",
+            "l1",
+            30,
+            status="preempted",
+            throughput=None,
+            steps=120,
+            failure_reason="preempted",
+        ),
+    ),
     ("submitted", _submitted(3, "j2", "l1", 30)),
     (
         "completed",
@@ -117,6 +133,7 @@ EVENTS: list[tuple[str, dict[str, Any]]] = [
             status="failed",
             throughput=None,
             steps=0,
+            failure_reason="oom",
         ),
     ),
     ("completed", _completed(5, "j2", "l1", 90, throughput=2345.25)),
@@ -194,7 +211,7 @@ def test_csv_layout_is_iso_times_and_joined_candidates(tmp_path: Path, table: pa
     write_history([table], path)
     with open(path, newline="") as fo:
         reader = csv.DictReader(fo)
-        assert reader.fieldnames == list(HISTORY_SCHEMA.names)
+        assert reader.fieldnames == list(HISTORY_FILE_SCHEMA.names)
         row0, row1 = next(reader), next(reader)
     assert row0["event_time"] == "2025-09-03T10:15:00.123Z"
     assert row0["candidate_hardware"] == "h100-80g;mi300x;tpu-v5e"
@@ -227,7 +244,7 @@ def test_avro_file_uses_the_history_row_schema(tmp_path: Path, table: pa.Table) 
 def test_history_row_avsc_matches_history_schema() -> None:
     avsc = json.loads((SCHEMAS / "HistoryRow.avsc").read_text())
     assert f"{avsc['namespace']}.{avsc['name']}" == "leap.v1.HistoryRow"
-    assert [f["name"] for f in avsc["fields"]] == list(HISTORY_SCHEMA.names)
+    assert [f["name"] for f in avsc["fields"]] == list(HISTORY_FILE_SCHEMA.names)
     primitive = {
         pa.string(): "string",
         pa.int32(): "int",
@@ -236,7 +253,7 @@ def test_history_row_avsc_matches_history_schema() -> None:
         pa.list_(pa.string()): {"type": "array", "items": "string"},
         pa.timestamp("ms", tz="UTC"): {"type": "long", "logicalType": "timestamp-millis"},
     }
-    for avro_field, arrow_field in zip(avsc["fields"], HISTORY_SCHEMA, strict=True):
+    for avro_field, arrow_field in zip(avsc["fields"], HISTORY_FILE_SCHEMA, strict=True):
         assert avro_field["doc"].strip(), avro_field["name"]
         expected = primitive[arrow_field.type]
         if arrow_field.nullable:
@@ -361,6 +378,9 @@ def test_text_in_an_integer_column_of_csv(tmp_path: Path, table: pa.Table) -> No
         (3, "candidate_hardware", ["h100-80g", ""], "['h100-80g', ''] has an empty entry"),
         (5, "event_id", "e2", "'e2' repeats row 2"),
         (1, "job_id", None, "is null; every row needs it"),
+        (5, "failure_reason", "oom", "'oom' is set on an attempt that succeeded"),
+        (3, "failure_reason", "error", "'error' is set on a submitted row"),
+        (4, "failure_reason", "", "is empty; use null for no reason"),
     ],
 )
 def test_each_rule_names_row_and_column(
@@ -460,6 +480,59 @@ def test_the_docs_csv_example_is_a_valid_history(tmp_path: Path) -> None:
     events = list(iter_events(path))
     assert [kind for kind, _ in events] == [kind for kind, _ in EVENTS[:6]]
     assert events[5] == EVENTS[5]
+    assert [e["failure_reason"] for k, e in events if k == "completed"] == [
+        "preempted",
+        "oom",
+        None,
+    ]
+
+
+# ---------------------------------------------------------------------------- failure_reason
+
+
+def _without_failure_reason(table: pa.Table) -> pa.Table:
+    return table.drop_columns(["failure_reason"])
+
+
+def test_history_file_schema_is_the_core_schema_and_the_optional_columns() -> None:
+    assert OPTIONAL_COLUMNS == ("failure_reason",)
+    assert HISTORY_FILE_SCHEMA.names == [*HISTORY_SCHEMA.names, *OPTIONAL_COLUMNS]
+    assert HISTORY_FILE_SCHEMA.field("failure_reason").type == pa.string()
+    assert COMPLETED_FIELDS[-1] == "failure_reason"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_history_without_failure_reason_still_reads(
+    tmp_path: Path, table: pa.Table, fmt: str
+) -> None:
+    """Histories written before the column existed read with failure_reason null."""
+    path = tmp_path / f"history.{fmt}"
+    old = _without_failure_reason(table)
+    if fmt == "avro":  # archived with the HistoryRow schema of the time
+        schema = json.loads((SCHEMAS / "HistoryRow.avsc").read_text())
+        schema["fields"] = [f for f in schema["fields"] if f["name"] != "failure_reason"]
+        with open(path, "wb") as fo:
+            fastavro.writer(fo, fastavro.parse_schema(schema), old.to_pylist())
+    else:
+        _write_unchecked(old, path)
+    read = _read_all(path, batch_rows=3)
+    assert read.schema.equals(HISTORY_FILE_SCHEMA)
+    assert read.column("failure_reason").null_count == len(EVENTS)
+    assert _without_failure_reason(read).equals(old)
+    completed = [e for k, e in iter_events(path) if k == "completed"]
+    assert [tuple(e) for e in completed] == [COMPLETED_FIELDS] * 3
+    assert all(e["failure_reason"] is None for e in completed)
+    # ... and converting it writes the column, null
+    converted = tmp_path / "converted.parquet"
+    write_history(read_history_batches(path), converted)
+    assert pq.read_schema(converted).names == HISTORY_FILE_SCHEMA.names
+
+
+def test_old_records_without_failure_reason_are_valid_events(table: pa.Table) -> None:
+    old = [(k, {f: v for f, v in e.items() if f != "failure_reason"}) for k, e in EVENTS]
+    assert check_events(old) == []
+    assert _without_failure_reason(events_to_table(old)).equals(_without_failure_reason(table))
+    assert events_to_table(old).column("failure_reason").null_count == len(EVENTS)
 
 
 # ---------------------------------------------------------------------------- null steps
@@ -521,7 +594,7 @@ def test_collecting_rejects_every_broken_row_once_and_keeps_the_rest(
     kept = pa.concat_tables(read_history_batches(path, rejects=rejects))
 
     assert rejects == DIRTY_REJECTS
-    assert kept.schema.equals(HISTORY_SCHEMA)
+    assert kept.schema.equals(HISTORY_FILE_SCHEMA)
     assert kept.to_pylist() == dirty.take([0, 6]).to_pylist()
     # strict reads stop at the first broken rule, as before
     with pytest.raises(HistoryError, match=r"row 1, column 'precision': 'bf32'"):

@@ -1,10 +1,13 @@
 """The synthetic fleet generator: lineages of attempts, written as a history and an oracle.
 
 A day at a time (vectorised, no Python loop per event) it draws the lineages that start that day,
-expands them into attempts (retries after failure or preemption, configuration changes, moves
-between hardware types), prices every attempt on every hardware type with the ground truth
-(:mod:`leap_stream.data.fleet.physics`) and emits the events whose time has come, in event-time
-order.
+with their owners' hidden memory choices (:mod:`leap_stream.data.fleet.memory_truth`), expands
+them into attempts (retries after failure or preemption, configuration changes, moves between
+hardware types), prices every attempt on every hardware type with the ground truth
+(:mod:`leap_stream.data.fleet.physics`, times the hidden efficiencies of
+:mod:`leap_stream.data.fleet.hidden`), places it where its owner's habits say, which is
+sometimes a type where it does not fit (it then fails out of memory, ``failure_reason`` oom),
+and emits the events whose time has come, in event-time order.
 Events of long lineages wait in a small pending pool until their day: memory stays bounded by a
 few days of attempts whatever the trace length.
 
@@ -31,17 +34,20 @@ import pyarrow.parquet as pq
 from rich.progress import Progress
 
 from leap_stream.core.catalog import Catalog, default_catalog
-from leap_stream.core.events import FRAMEWORKS, HISTORY_SCHEMA, ORACLE_SCHEMA, PRECISIONS, STATUSES
-from leap_stream.core.memory import SEQUENCE_FAMILIES, USABLE_FRACTION, required_memory_gb
+from leap_stream.core.events import FRAMEWORKS, ORACLE_SCHEMA, PRECISIONS, STATUSES
+from leap_stream.data.fleet import memory_truth
+from leap_stream.data.fleet.hidden import HiddenWorld
 from leap_stream.data.fleet.physics import (
     VENDORS,
     HardwareArrays,
-    expected_throughput,
+    can_run,
     measured_throughput,
+    step_throughput,
 )
 from leap_stream.data.fleet.zoo import FAMILIES, ModelZoo, build_zoo
+from leap_stream.data.history import HISTORY_FILE_SCHEMA
 
-__all__ = ["FleetConfig", "FleetStats", "default_start", "generate_fleet"]
+__all__ = ["FAILURE_REASONS", "FleetConfig", "FleetStats", "default_start", "generate_fleet"]
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -59,6 +65,21 @@ MEAN_ATTEMPTS = (
     + LONG_LINEAGE_SHARE * LONG_LINEAGE_CONTINUE / (1 - LONG_LINEAGE_CONTINUE)
 )
 STATUS_PROBABILITIES = (0.87, 0.07, 0.06)  # succeeded, failed, preempted (STATUSES order)
+# failure_reason of an attempt that did not succeed: out of memory on the type it was placed on,
+# any other failure, or a preemption.
+FAILURE_REASONS = ("oom", "error", "preempted")
+# Owners know their jobs: for most attempts they see exactly which types the job fits. For a
+# share MISJUDGE_P of attempts they take types where it is close (it needs at most 20% more than
+# the type has) for fitting, to choose or to keep. 10% makes about 4% of the placements on types
+# where the fit is close (headroom within 20% either way) fail out of memory, inside the 3-5%
+# issue 8 asks for; 20% is about the error of a memory estimate made before the first step.
+CLOSE_MISS_HEADROOM = 1 / 1.2
+MISJUDGE_P = 0.10
+# An out-of-memory attempt dies while building its first steps: minutes, not hours.
+OOM_RUN_MINUTES = (2.0, 20.0)
+# Rounds of "after an OOM, move to a type that fits" (each round settles a longer chain of OOMs
+# within a lineage; two or three suffice in practice).
+MAX_PLACEMENT_ROUNDS = 50
 # Probability that an attempt moves to another hardware type, by the previous attempt's status.
 MOVE_AFTER = {"succeeded": 0.12, "failed": 0.05, "preempted": 0.30}
 CONFIG_CHANGE_AFTER_SUCCESS = {"batch": 0.20, "devices": 0.12}
@@ -97,6 +118,9 @@ class FleetConfig:
     jobs_per_day: int = 30_000
     seed: int = 7
     start: datetime | None = None
+    # False neutralises the hidden efficiencies (affinity, kernel maturity, team stacks) and
+    # changes nothing else: the same attempts, placements and memory truth (for tests).
+    hidden_effects: bool = True
 
 
 @dataclass
@@ -110,6 +134,7 @@ class FleetStats:
     events: int = 0
     oracle_rows: int = 0
     status_counts: dict[str, int] = field(default_factory=dict)
+    failure_reasons: dict[str, int] = field(default_factory=dict)
 
 
 def default_start(catalog: Catalog, days: int) -> datetime:
@@ -119,11 +144,41 @@ def default_start(catalog: Catalog, days: int) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
-def _gumbel_choice(rng: np.random.Generator, log_weights: np.ndarray) -> np.ndarray:
-    """One categorical draw per row of ``log_weights`` (-inf: impossible); -1 for an empty row."""
-    noisy = log_weights + rng.gumbel(size=log_weights.shape)
-    choice = np.argmax(noisy, axis=1)
-    return np.where(np.isfinite(log_weights).any(axis=1), choice, -1)
+def _argmax_or_none(noisy: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Per row, the allowed column of largest ``noisy`` (Gumbel-perturbed log-weights: a
+    categorical draw); -1 for a row with nothing allowed."""
+    choice = np.argmax(np.where(allowed, noisy, -np.inf), axis=1)
+    return np.where(allowed.any(axis=1), choice, -1)
+
+
+def _place(
+    pick_user: np.ndarray,
+    pick_safe: np.ndarray,
+    moves: np.ndarray,
+    first: np.ndarray,
+    plausible: np.ndarray,
+    fits: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hardware of each attempt (-1: none) and whether it runs out of memory there.
+
+    An attempt keeps its lineage's type until a move (a new habit draw, ``pick_user``), as long
+    as that type still looks fine for its configuration; after an out-of-memory failure the
+    next attempt moves to a type where it really fits (``pick_safe``).
+    """
+    n = len(pick_user)
+    rows = np.arange(n)
+    forced = np.zeros(n, dtype=bool)
+    for _ in range(MAX_PLACEMENT_ROUNDS):
+        pick = np.where(forced, pick_safe, pick_user)
+        kept = pick[np.maximum.accumulate(np.where(moves | forced, rows, 0))]
+        kept_ok = (kept >= 0) & plausible[rows, np.maximum(kept, 0)]
+        hardware = np.where(kept_ok, kept, pick)
+        oom = (hardware >= 0) & ~fits[rows, np.maximum(hardware, 0)]
+        after_oom = np.r_[False, oom[:-1]] & ~first
+        if not (after_oom & ~forced).any():
+            break
+        forced |= after_oom
+    return hardware, oom
 
 
 def _within_lineage_cumsum(values: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -146,6 +201,7 @@ class _Fleet:
         self.start = start
         self.zoo: ModelZoo = build_zoo(config.seed)
         self.hw = HardwareArrays.from_catalog(catalog, start)
+        self.hidden = HiddenWorld.draw(config.seed, len(self.zoo), self.hw, N_TEAMS)
         rng = np.random.default_rng([config.seed, 0x100])
         n_hw = len(self.hw)
         share = np.array([VENDOR_SHARE[v] for v in VENDORS])
@@ -208,32 +264,43 @@ def _draw_day(fleet: _Fleet, day: int, next_lineage: int, next_job: int) -> _Att
         lo, hi = np.log2(spec.batch[0]), np.log2(spec.batch[1])
         batch_base[rows] = 2.0 ** np.round(rng.uniform(lo, hi, len(rows)))
     params = zoo.param_count[model].astype(float)
-    family = zoo.family[model]
-    is_seq = np.isin(family, SEQUENCE_FAMILIES)
+    active = zoo.active_params[model]
+    traffic = zoo.traffic[model]
+    tokens = np.where(np.isnan(zoo.tokens[model]), seq_len, zoo.tokens[model])
+    is_seq = ~np.isnan(seq_len)
     tp = np.where(is_seq, 2.0 ** np.clip(np.ceil(np.log2(np.maximum(params / 2e10, 1))), 0, 3), 1)
     pp = np.where(
         is_seq, 2.0 ** np.clip(np.ceil(np.log2(np.maximum(params / (tp * 1e10), 1))), 0, 4), 1
     )
-    # The smallest power-of-two device count whose configuration fits an 80 GB device, then
-    # a habit of asking for more to go faster.
+    # The owner's recomputation and micro-batch (hidden), then the smallest power-of-two device
+    # count whose configuration fits the 80 GB device they plan for, by the truth (they know
+    # their jobs), then a habit of asking for more to go faster.
+    recompute, micro_cap = memory_truth.settle(
+        rng, fam, params, active, tokens, traffic, precision, tp
+    )
     grid = np.maximum(DEVICE_CHOICES[None, :], (tp * pp)[:, None]).astype(float)
-    need = required_memory_gb(
-        np.repeat(params[:, None], grid.shape[1], 1),
-        np.asarray(PRECISIONS)[precision][:, None],
+    need = memory_truth.need_gb(
+        fam[:, None],
+        params[:, None],
+        active[:, None],
+        tokens[:, None],
+        traffic[:, None],
+        precision[:, None],
         grid,
         tp[:, None],
         pp[:, None],
         np.maximum(batch_base[:, None], grid),
-        seq_len[:, None],
-        family[:, None],
+        recompute=recompute[:, None],
+        micro_cap=micro_cap[:, None],
     )
-    fits80 = need <= 80.0 * USABLE_FRACTION
+    fits80 = memory_truth.fits_reference(need)
     smallest = np.where(fits80.any(axis=1), np.argmax(fits80, axis=1), grid.shape[1] - 1)
     scale_up = rng.choice(5, n_lin, p=[0.25, 0.25, 0.25, 0.15, 0.10])
     devices_base = grid[np.arange(n_lin), np.minimum(smallest + scale_up, grid.shape[1] - 1)]
     lineage_eff = np.exp(rng.normal(0, LINEAGE_SIGMA, n_lin))[:, None] * np.exp(
         rng.normal(0, LINEAGE_HARDWARE_SIGMA, (n_lin, len(hw)))
     )
+    lineage_eff *= memory_truth.compute_factor(fam, recompute)[:, None]
     requests = rng.random(n_lin) < REQUESTS_HARDWARE
     restricts = rng.random(n_lin) < RESTRICTS_CANDIDATES
     same_vendor = hw.vendor_index[None, :] == fleet.team_vendor[team][:, None]
@@ -274,44 +341,68 @@ def _draw_day(fleet: _Fleet, day: int, next_lineage: int, next_job: int) -> _Att
     cycle_h = queue_h + run_h + gap_h
     start_h = rng.uniform(0, 24, n_lin)[lin] + _within_lineage_cumsum(cycle_h, first) - cycle_h
     sub_ms = ((day * 24 + start_h) * HOUR_MS).astype(np.int64)
-    end_ms = sub_ms + ((queue_h + run_h) * HOUR_MS).astype(np.int64)
     sub_day = sub_ms / DAY_MS
 
-    model_a = model[lin]
-    expected = expected_throughput(
+    # --- the truth: where each attempt fits, and how fast it runs everywhere --------------------
+    model_a, fam_a, tp_a, pp_a = model[lin], fam[lin], tp[lin], pp[lin]
+    fragmentation = rng.uniform(*memory_truth.FRAGMENTATION, n)
+    need_a = memory_truth.need_gb(
+        fam_a,
+        params[lin],
+        active[lin],
+        tokens[lin],
+        traffic[lin],
+        precision[lin],
+        devices,
+        tp_a,
+        pp_a,
+        batch,
+        recompute=recompute[lin],
+        micro_cap=micro_cap[lin],
+    )
+    headroom = memory_truth.headroom(hw, need_a, fragmentation)
+    fits = headroom >= 1.0
+    hidden = fleet.hidden.efficiency(model_a, team[lin], sub_day) if cfg.hidden_effects else None
+    throughput = step_throughput(
         hw,
-        family_index=fam[lin],
+        family_index=fam_a,
         param_count=zoo.param_count[model_a],
-        active_params=zoo.active_params[model_a],
-        tokens=np.where(np.isnan(zoo.tokens[model_a]), seq_len[lin], zoo.tokens[model_a]),
-        traffic=zoo.traffic[model_a],
-        base_mfu=np.array([f.base_mfu for f in FAMILIES])[fam[lin]],
+        active_params=active[lin],
+        tokens=tokens[lin],
+        traffic=traffic[lin],
+        base_mfu=np.array([f.base_mfu for f in FAMILIES])[fam_a],
         type_efficiency=zoo.efficiency[model_a],
         precision_index=precision[lin],
         framework_index=framework[lin],
         num_devices=devices,
-        tensor_parallel=tp[lin],
-        pipeline_parallel=pp[lin],
+        tensor_parallel=tp_a,
+        pipeline_parallel=pp_a,
         global_batch_size=batch,
-        seq_len=seq_len[lin],
-        lineage_efficiency=lineage_eff[lin],
+        micro_batch=memory_truth.micro_batch(batch, devices, tp_a, pp_a, micro_cap[lin]),
+        efficiency=lineage_eff[lin],
         day=sub_day,
         days=cfg.days,
+        hidden_efficiency=hidden,
     )
+    able = can_run(hw, framework[lin], precision[lin], sub_day)
+    expected = np.where(able & fits, throughput, np.nan)  # the oracle: NaN where it cannot run
+    possible = able & candidates[lin]
+    runnable = possible & fits
 
-    # --- where each attempt runs: habit, kept until a move --------------------------------------
-    runnable = np.isfinite(expected) & candidates[lin]
-    log_w = np.where(runnable, fleet.habit_log_weights(team[lin], sub_day), -np.inf)
-    pick = _gumbel_choice(rng, log_w)
+    # --- where each attempt runs: habit, kept until a move; sometimes a type it does not fit ----
+    misjudged = rng.random(n) < MISJUDGE_P
+    misjudged &= runnable.any(axis=1)  # nobody tries a job that fits nowhere
+    close_miss = possible & ~fits & (headroom >= CLOSE_MISS_HEADROOM) & misjudged[:, None]
+    noisy = fleet.habit_log_weights(team[lin], sub_day) + rng.gumbel(size=(n, len(hw)))
+    pick_safe = _argmax_or_none(noisy, runnable)
+    pick_user = _argmax_or_none(noisy, runnable | close_miss)
     move_p = np.select(
         [first, prev_status == 0, prev_status == 1],
         [1.0, MOVE_AFTER["succeeded"], MOVE_AFTER["failed"]],
         MOVE_AFTER["preempted"],
     )
     moves = rng.random(n) < move_p
-    kept = pick[np.maximum.accumulate(np.where(moves, np.arange(n), 0))]
-    kept_ok = (kept >= 0) & runnable[np.arange(n), np.maximum(kept, 0)]
-    hardware = np.where(kept_ok, kept, pick)
+    hardware, oom = _place(pick_user, pick_safe, moves, first, runnable | close_miss, fits)
     keep = (hardware >= 0) & (sub_ms < cfg.days * DAY_MS)
     if not keep.any():
         return None
@@ -319,10 +410,20 @@ def _draw_day(fleet: _Fleet, day: int, next_lineage: int, next_job: int) -> _Att
     rows = np.arange(n)
     chosen = expected[rows, np.maximum(hardware, 0)]
     measured = measured_throughput(chosen, rng)
+    # An out-of-memory attempt fails within minutes; its owner spends the rest of the cycle they
+    # had planned reconfiguring, so the lineage's later submissions keep their times.
+    status = np.where(oom, STATUSES.index("failed"), status)
+    run_h = np.where(oom, rng.uniform(*OOM_RUN_MINUTES, n) / 60.0, run_h)
+    end_ms = sub_ms + ((queue_h + run_h) * HOUR_MS).astype(np.int64)
     run_s = run_h * 3600.0
     succeeded = status == STATUSES.index("succeeded")
     rate = np.nan_to_num(np.where(succeeded, measured, chosen))
-    steps = np.maximum(np.floor(run_s * rate / batch), 1)
+    steps = np.where(oom, 0, np.maximum(np.floor(run_s * rate / batch), 1))
+    reason = np.select(
+        [oom, status == STATUSES.index("failed"), status == STATUSES.index("preempted")],
+        [FAILURE_REASONS.index(r) for r in FAILURE_REASONS],
+        -1,
+    )
 
     lineage_number = next_lineage + lin
     cols = {
@@ -332,14 +433,15 @@ def _draw_day(fleet: _Fleet, day: int, next_lineage: int, next_job: int) -> _Att
         "precision": precision[lin],
         "seq_len": seq_len[lin],
         "num_devices": devices.astype(np.int64),
-        "tensor_parallel": tp[lin].astype(np.int64),
-        "pipeline_parallel": pp[lin].astype(np.int64),
+        "tensor_parallel": tp_a.astype(np.int64),
+        "pipeline_parallel": pp_a.astype(np.int64),
         "global_batch_size": batch.astype(np.int64),
         "requested": np.where(requests[lin], hardware, -1),
         "restricts": restricts[lin],
         "candidates": candidates[lin],
         "hardware": hardware,
         "status": status,
+        "reason": reason,
         "throughput": np.where(succeeded, measured, np.nan),
         "steps": steps.astype(np.int64),
         "sub_ms": sub_ms,
@@ -360,7 +462,9 @@ class _Writer:
         self.hw_names = pa.array(fleet.hw.names, pa.string())
         self.model_names = pa.array(fleet.zoo.name, pa.string())
         self.family_names = pa.array(fleet.zoo.family, pa.string())
-        self.history = pq.ParquetWriter(out / "history.parquet", HISTORY_SCHEMA, compression="zstd")
+        self.history = pq.ParquetWriter(
+            out / "history.parquet", HISTORY_FILE_SCHEMA, compression="zstd"
+        )
         self.oracle = pq.ParquetWriter(out / "oracle.parquet", ORACLE_SCHEMA, compression="zstd")
 
     def close(self) -> None:
@@ -446,8 +550,12 @@ class _Writer:
                     both["throughput"], mask=is_sub | np.isnan(both["throughput"])
                 ),
                 "steps": on(~is_sub, pa.array(both["steps"])),
+                "failure_reason": on(
+                    ~is_sub & (both["reason"] >= 0),
+                    pa.array(np.asarray(FAILURE_REASONS)[np.maximum(both["reason"], 0)]),
+                ),
             },
-            schema=HISTORY_SCHEMA,
+            schema=HISTORY_FILE_SCHEMA,
         )
         if n_sub == 0:
             return table, None
@@ -512,6 +620,7 @@ def generate_fleet(
     writer = _Writer(fleet, out_dir)
     stats = FleetStats(start=start, days=config.days)
     status_counts = np.zeros(len(STATUSES), np.int64)
+    reason_counts = np.zeros(len(FAILURE_REASONS), np.int64)
     pool: list[_Attempts] = []
     try:
         for day in _days(progress, config.days):
@@ -521,10 +630,13 @@ def generate_fleet(
                 stats.lineages = int(drawn.cols["lineage"].max()) + 1
                 stats.attempts += len(drawn.oracle)
                 status_counts += np.bincount(drawn.cols["status"], minlength=len(STATUSES))
+                reasons = drawn.cols["reason"]
+                reason_counts += np.bincount(reasons[reasons >= 0], minlength=len(FAILURE_REASONS))
             writer.emit(pool, (day + 1) * DAY_MS, stats)
             pool = [b for b in pool if not (b.sub_done.all() and b.end_done.all())]
         writer.emit(pool, float("inf"), stats)
     finally:
         writer.close()
     stats.status_counts = dict(zip(STATUSES, status_counts.tolist(), strict=True))
+    stats.failure_reasons = dict(zip(FAILURE_REASONS, reason_counts.tolist(), strict=True))
     return stats

@@ -16,8 +16,14 @@ For one attempt (a configuration) on one hardware type, a training step takes
   tensor-parallel activation all-reduces and MoE all-to-alls, over the scale-up interconnect
   while the job fits in one node and over the per-device network beyond it.
 
-Throughput (samples/s) = global batch / t_step. A configuration that does not fit device memory
-(:mod:`leap_stream.core.memory`), whose framework or precision the hardware does not support, or
+Throughput (samples/s) = global batch / t_step. The micro-batch (weights re-read per micro-batch,
+pipeline bubble) and the recomputation's compute cost are the lineage's own choices
+(:mod:`leap_stream.data.fleet.memory_truth`); a hidden efficiency no catalog figure explains
+(:mod:`leap_stream.data.fleet.hidden`: model x hardware affinity, new types' kernel maturity,
+team software stacks) multiplies the whole step rate, memory-bound and communication time
+included. A configuration that does not fit device memory under the
+fleet's own memory rule (:mod:`leap_stream.data.fleet.memory_truth`, not the service's
+:mod:`leap_stream.core.memory`), whose framework or precision the hardware does not support, or
 that is submitted before the hardware's launch cannot run there (NaN). Measured throughput adds
 run-to-run noise and rare stragglers (:func:`measured_throughput`).
 """
@@ -29,14 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from leap_stream.core.catalog import VENDORS
-from leap_stream.core.events import PRECISIONS
 from leap_stream.core.hardware import HardwareArrays
-from leap_stream.core.memory import (
-    MICRO_BATCH,
-    SEQUENCE_FAMILIES,
-    USABLE_FRACTION,
-    required_memory_gb,
-)
+from leap_stream.data.fleet import memory_truth
 from leap_stream.data.fleet.zoo import FAMILY_NAMES
 
 __all__ = [
@@ -46,8 +46,10 @@ __all__ = [
     "STRAGGLER_SLOWDOWN",
     "HardwareArrays",
     "SoftwareRelease",
+    "can_run",
     "expected_throughput",
     "measured_throughput",
+    "step_throughput",
 ]
 
 # Software maturity of each vendor's stack per family, relative to NVIDIA's (rows: VENDORS;
@@ -130,7 +132,7 @@ def maturity(
     return base * ramp
 
 
-def expected_throughput(
+def step_throughput(
     hw: HardwareArrays,
     *,
     family_index: np.ndarray,
@@ -146,15 +148,17 @@ def expected_throughput(
     tensor_parallel: np.ndarray,
     pipeline_parallel: np.ndarray,
     global_batch_size: np.ndarray,
-    seq_len: np.ndarray,
-    lineage_efficiency: np.ndarray,
+    micro_batch: np.ndarray,
+    efficiency: np.ndarray,
     day: np.ndarray,
     days: float,
+    hidden_efficiency: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Noise-free throughput (samples/s), shape (N attempts, H types); NaN where it cannot run.
+    """Noise-free throughput (samples/s), shape (N, H), whether or not the attempt can run there.
 
-    Every argument but ``hw``, ``lineage_efficiency`` (N, H) and ``days`` is an (N,) array.
-    ``tokens`` is the work units per sample (``seq_len`` for sequence families).
+    ``micro_batch`` is the samples a device computes at once (N,); ``efficiency`` (N, H) the
+    MFU multipliers of the lineage (its code, its recomputation); ``hidden_efficiency`` (N, H)
+    multiplies the step rate as a whole (:mod:`leap_stream.data.fleet.hidden`), None for 1.
     """
     n = num_devices.astype(float)[:, None]
     tp = tensor_parallel.astype(float)[:, None]
@@ -180,12 +184,12 @@ def expected_throughput(
         * maturity(hw, family_index, day, days)
         * fit
         * scale_penalty
-        * lineage_efficiency
+        * efficiency
     )
     t_compute = flops_per_sample * batch / (n * peak * mfu)
 
     # Memory: activation traffic per sample, plus the weights re-read every micro-batch.
-    micro_batches = np.maximum(batch / dp / MICRO_BATCH, 1.0)
+    micro_batches = np.maximum(batch / dp / micro_batch[:, None], 1.0)
     bytes_per_sample = traffic[:, None] * tok * np.sqrt(params) * precision_bytes / 2.0
     weight_bytes = 3.0 * active * precision_bytes / (tp * pp) * np.minimum(micro_batches, 64.0)
     bandwidth = hw.memory_bw_tbps[None, :] * 1e12 * BANDWIDTH_EFFICIENCY
@@ -215,23 +219,106 @@ def expected_throughput(
     t_all_to_all = np.where(is_moe, 4.0 * (batch / n) * tok * hidden * precision_bytes / link, 0.0)
     t_step = t_core * bubble + t_allreduce + t_tensor + t_all_to_all
     throughput = batch / t_step
+    return throughput if hidden_efficiency is None else throughput * hidden_efficiency
 
-    family = np.asarray(FAMILY_NAMES)[family_index]
-    need = required_memory_gb(
+
+def can_run(
+    hw: HardwareArrays, framework_index: np.ndarray, precision_index: np.ndarray, day: np.ndarray
+) -> np.ndarray:
+    """(N, H): the type supports the framework and precision natively and has launched by
+    ``day``. Memory is the other condition (:mod:`leap_stream.data.fleet.memory_truth`)."""
+    return hw.supports[:, framework_index, precision_index].T & (
+        np.asarray(day, dtype=float)[:, None] >= hw.launch_day[None, :]
+    )
+
+
+def expected_throughput(
+    hw: HardwareArrays,
+    *,
+    family_index: np.ndarray,
+    param_count: np.ndarray,
+    active_params: np.ndarray,
+    tokens: np.ndarray,
+    traffic: np.ndarray,
+    base_mfu: np.ndarray,
+    type_efficiency: np.ndarray,
+    precision_index: np.ndarray,
+    framework_index: np.ndarray,
+    num_devices: np.ndarray,
+    tensor_parallel: np.ndarray,
+    pipeline_parallel: np.ndarray,
+    global_batch_size: np.ndarray,
+    seq_len: np.ndarray,
+    lineage_efficiency: np.ndarray,
+    day: np.ndarray,
+    days: float,
+    recompute: np.ndarray | None = None,
+    micro_cap: np.ndarray | None = None,
+    fragmentation: np.ndarray | None = None,
+    hidden_efficiency: np.ndarray | None = None,
+) -> np.ndarray:
+    """Noise-free throughput (samples/s), shape (N attempts, H types); NaN where it cannot run.
+
+    Every argument but ``hw``, ``lineage_efficiency`` and ``hidden_efficiency`` (N, H) and
+    ``days`` is an (N,) array. ``tokens`` is the work units per sample (``seq_len`` for sequence
+    families; ``seq_len`` itself is kept for callers and not read). The lineage's memory choices
+    (``recompute``, an index into ``memory_truth.RECOMPUTE``, and ``micro_cap``) default to the
+    family's typical ones, ``fragmentation`` to its mean, ``hidden_efficiency`` (a step-rate
+    multiplier, (N, H)) to 1.
+    """
+    del seq_len  # the memory rule reads tokens: the same figure for sequence families
+    if recompute is None or micro_cap is None:
+        recompute, micro_cap = memory_truth.typical_choices(
+            family_index,
+            param_count,
+            active_params,
+            tokens,
+            traffic,
+            precision_index,
+            tensor_parallel,
+        )
+    if fragmentation is None:
+        fragmentation = np.full(len(family_index), memory_truth.MEAN_FRAGMENTATION)
+    efficiency = lineage_efficiency * memory_truth.compute_factor(family_index, recompute)[:, None]
+    throughput = step_throughput(
+        hw,
+        family_index=family_index,
+        param_count=param_count,
+        active_params=active_params,
+        tokens=tokens,
+        traffic=traffic,
+        base_mfu=base_mfu,
+        type_efficiency=type_efficiency,
+        precision_index=precision_index,
+        framework_index=framework_index,
+        num_devices=num_devices,
+        tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel,
+        global_batch_size=global_batch_size,
+        micro_batch=memory_truth.micro_batch(
+            global_batch_size, num_devices, tensor_parallel, pipeline_parallel, micro_cap
+        ),
+        efficiency=efficiency,
+        day=day,
+        days=days,
+        hidden_efficiency=hidden_efficiency,
+    )
+    need = memory_truth.need_gb(
+        family_index,
         param_count,
-        np.asarray(PRECISIONS)[precision_index],
+        active_params,
+        tokens,
+        traffic,
+        precision_index,
         num_devices,
         tensor_parallel,
         pipeline_parallel,
         global_batch_size,
-        np.where(np.isin(family, SEQUENCE_FAMILIES), seq_len, np.nan),
-        family,
+        recompute=recompute,
+        micro_cap=micro_cap,
     )
-    runs = (
-        (need[:, None] <= hw.memory_gb[None, :] * USABLE_FRACTION)
-        & hw.supports[:, framework_index, precision_index].T
-        & (np.asarray(day, dtype=float)[:, None] >= hw.launch_day[None, :])
-    )
+    fits = memory_truth.headroom(hw, need, fragmentation) >= 1.0
+    runs = fits & can_run(hw, framework_index, precision_index, day)
     return np.where(runs, throughput, np.nan)
 
 

@@ -46,7 +46,7 @@ def pick(hw: HardwareArrays, names: list[str], **scale: float) -> HardwareArrays
     return replace(hw, **columns)
 
 
-def throughput(
+def _arguments(
     hw: HardwareArrays,
     family: str = "dense_llm",
     *,
@@ -62,8 +62,8 @@ def throughput(
     batch: int | np.ndarray = 1024,
     day: float = 0.0,
     days: float = 100.0,
-) -> np.ndarray:
-    """Expected samples/s (N, H) of reference jobs with neutral hidden efficiencies."""
+) -> dict:
+    """expected_throughput's arguments for reference jobs with neutral hidden efficiencies."""
     devices = np.atleast_1d(np.asarray(devices))
     n = len(devices)
     batch = np.broadcast_to(np.asarray(batch), (n,))
@@ -72,8 +72,7 @@ def throughput(
     def full(value: float, dtype: type = float) -> np.ndarray:
         return np.full(n, value, dtype=dtype)
 
-    return expected_throughput(
-        hw,
+    return dict(
         family_index=full(index, int),
         param_count=full(int(params), np.int64),
         active_params=full(params if active is None else active),
@@ -92,6 +91,11 @@ def throughput(
         day=full(day),
         days=days,
     )
+
+
+def throughput(hw: HardwareArrays, family: str = "dense_llm", **job: float) -> np.ndarray:
+    """Expected samples/s (N, H) of reference jobs with neutral hidden efficiencies."""
+    return expected_throughput(hw, **_arguments(hw, family, **job))
 
 
 def test_more_devices_give_more_throughput_but_less_than_linear(catalog_hw) -> None:
@@ -193,3 +197,32 @@ def test_measured_throughput_noise_and_stragglers() -> None:
     assert abs(stragglers.mean() - STRAGGLER_PROBABILITY) < 0.002
     assert abs(np.log(ratio[~stragglers]).std() / NOISE_SIGMA - 1) < 0.05
     assert np.isnan(measured_throughput(np.array([np.nan]), np.random.default_rng(0)))[0]
+
+
+def test_hidden_efficiency_scales_the_whole_step_rate(catalog_hw) -> None:
+    hw = pick(catalog_hw, ["H100-SXM", "MI300X"])
+    cnn = {"params": 25.6e6, "tokens": 80, "traffic": 1500.0, "batch": 2048}  # memory-bound
+    for job in ({}, cnn):
+        family = "cnn" if job else "dense_llm"
+        base = throughput(hw, family, **job)
+        factor = np.array([[0.8, 1.25]])
+        scaled = expected_throughput(
+            hw, **{**_arguments(hw, family, **job), "hidden_efficiency": factor}
+        )
+        np.testing.assert_allclose(scaled, base * factor)
+
+
+def test_full_recomputation_costs_a_compute_bound_job_a_forward_pass(catalog_hw) -> None:
+    hw = pick(catalog_hw, ["H100-SXM"])
+    selective, full = (
+        expected_throughput(
+            hw,
+            **{
+                **_arguments(hw, "dense_llm"),
+                "recompute": np.array([r]),
+                "micro_cap": np.array([2]),
+            },
+        )[0, 0]
+        for r in (1, 2)
+    )
+    assert 0.72 < full / selective < 0.8  # 6 / 8 FLOPs, relative to selective's 0.97

@@ -14,6 +14,7 @@ MLPerf table) is one line on stderr and exit code 2.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -27,6 +28,8 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
+from leap_stream.core.priors import HALF_LIFE_DAYS
+from leap_stream.streaming.cli import LineageHalfLife
 from leap_stream.streaming.cli import register as register_streaming_commands
 
 if TYPE_CHECKING:
@@ -347,6 +350,7 @@ def _replay(
     rate: float | None = None,
     holdout_hardware: list[str] | None = None,
     holdout_first: int | None = None,
+    lineage_half_life: float = HALF_LIFE_DAYS,
 ) -> None:
     from leap_stream.backtest.replay import HOLDOUT_FIRST, REJECTS_FILE, OracleError, replay
     from leap_stream.data.history import HistoryError
@@ -373,6 +377,7 @@ def _replay(
             report=report,
             strict=strict,
             rankings=rankings,
+            lineage_half_life_days=lineage_half_life,
             holdout_hardware=holdout_hardware or (),
             holdout_first=HOLDOUT_FIRST if holdout_first is None else holdout_first,
         )
@@ -501,6 +506,7 @@ def replay_command(
             help="With --holdout-hardware: scored attempts per held-out type (default 20).",
         ),
     ] = None,
+    lineage_half_life: LineageHalfLife = HALF_LIFE_DAYS,
 ) -> None:
     """Backtest a history: rank each submission, score it when it completes, then learn.
 
@@ -537,6 +543,7 @@ def replay_command(
         rate,
         held,
         holdout_first,
+        lineage_half_life,
     )
 
 
@@ -582,6 +589,7 @@ def evaluate_command(
         ),
     ] = "most_shared",
     catalog: CatalogOption = None,
+    lineage_half_life: LineageHalfLife = HALF_LIFE_DAYS,
 ) -> None:
     """Score the model, the lookup table and the naive ratio predictor on one split.
 
@@ -593,6 +601,7 @@ def evaluate_command(
         evaluation_view,
         write_evaluation,
     )
+    from leap_stream.core import LeapCore
     from leap_stream.data.history import HistoryError
 
     with _exit_on(EvaluationError, HistoryError):
@@ -604,6 +613,7 @@ def evaluate_command(
             devices=devices,
             naive_reference=naive_reference,
             progress=console.is_terminal,
+            model_factory=functools.partial(LeapCore, lineage_half_life_days=lineage_half_life),
         )
     write_evaluation(result, out)
     console.print(evaluation_view(result.summary))

@@ -44,6 +44,7 @@ from leap_stream.backtest.report import write_report
 from leap_stream.core import LeapCore, LookupRanker
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.eligibility import Eligibility
+from leap_stream.core.priors import HALF_LIFE_DAYS
 from leap_stream.core.ranking import Ranking
 from leap_stream.data.history import Reject, iter_events, read_oracle_batches
 
@@ -398,8 +399,9 @@ class _Session:
         oracle: Path | None,
         holdout_hardware: Collection[str] = (),
         holdout_first: int = HOLDOUT_FIRST,
+        lineage_half_life_days: float = HALF_LIFE_DAYS,
     ) -> None:
-        self.core = LeapCore(catalog)
+        self.core = LeapCore(catalog, lineage_half_life_days=lineage_half_life_days)
         self.lookup = LookupRanker(catalog)
         self.backtest = Backtest(interval_level=self.core.intervals.level)
         self.truths = OracleStream(oracle, self.core.hw.index) if oracle else None
@@ -480,6 +482,7 @@ def replay(
     rankings: RankingSource | None = None,
     holdout_hardware: Collection[str] = (),
     holdout_first: int = HOLDOUT_FIRST,
+    lineage_half_life_days: float = HALF_LIFE_DAYS,
 ) -> dict[str, Any]:
     """Replay ``history`` through the core; write summary.json, daily.csv and report.html.
 
@@ -506,6 +509,8 @@ def replay(
         attempts (succeeded, with a throughput) have been predicted and scored; those attempts
         are scored in the summary's ``holdout`` block. Not with ``rankings``: the service
         learns from every completion.
+    lineage_half_life_days
+        :class:`~leap_stream.core.LeapCore`'s: how fast a lineage's priors fade.
 
     Returns
     -------
@@ -521,7 +526,7 @@ def replay(
     if holdout_first < 1:
         raise ValueError(f"holdout_first must be >= 1, got {holdout_first}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    session = _Session(catalog, oracle, holdout, holdout_first)
+    session = _Session(catalog, oracle, holdout, holdout_first, lineage_half_life_days)
     counts = session.counts
     rejects: list[Reject] | None = None if strict else []
     quarantine = _Quarantine(out_dir)

@@ -47,6 +47,7 @@ from leap_stream.core.intervals import ConformalIntervals
 from leap_stream.core.lookup import LookupTable
 from leap_stream.core.model import ThroughputModel
 from leap_stream.core.priors import (
+    HALF_LIFE_DAYS,
     SHRINK_TRANSFER,
     config_signature,
     exact_measurements,
@@ -75,8 +76,12 @@ COLD_START_MIN_OBSERVATIONS = 50
 # 0.5 measured best of 0, 0.5 and 1 on a 60-day backtest (top-1 regret 5.8%, 4.9%, 5.0%).
 RISK_AVERSION = 0.5
 SUCCEEDED = "succeeded"
-# Priors of a lineage idle this long weigh 2^-(60/14) ~ 5% of their first value: forget them.
-MAX_IDLE_DAYS = 60.0
+# A transferred residual is shrunk towards zero (priors.SHRINK_TRANSFER) up to this size (log
+# scale): lineage noise is a few tenths at most; beyond, it is the model that is off.
+SHRINK_UP_TO = 0.5
+# Priors of a lineage idle this many half-lives weigh 2^-(60/14) ~ 5% of their first value:
+# forget them.
+IDLE_HALF_LIVES = 60.0 / HALF_LIFE_DAYS
 _SOURCES = SOURCES[:4]  # the model's own: lineage_prior, transfer, model, cold_start
 _LINEAGE_PRIOR, _TRANSFER, _MODEL, _COLD_START = range(4)
 _SOURCE_NAMES = np.array(_SOURCES)
@@ -115,7 +120,11 @@ class LeapCore:
         pending: MutableMapping[str, dict[str, Any]] | None = None,
         priors: MutableMapping[str, dict[str, Any]] | None = None,
         interval_level: float = 0.9,
+        lineage_half_life_days: float = HALF_LIFE_DAYS,
     ) -> None:
+        if not lineage_half_life_days > 0:
+            raise ValueError(f"lineage_half_life_days must be > 0, not {lineage_half_life_days}")
+        self.half_life = lineage_half_life_days
         self.rules = EligibilityRules(catalog)
         self.hw = self.rules.hw
         self.model = ThroughputModel(FeatureEncoder(self.hw))
@@ -132,12 +141,15 @@ class LeapCore:
         """Names the model state a ranking came from: how many completions it has learned."""
         return f"online-{self.model.learned}"
 
-    def evict_idle_lineages(self, now_ms: float, max_idle_days: float = MAX_IDLE_DAYS) -> int:
+    def evict_idle_lineages(self, now_ms: float, max_idle_days: float | None = None) -> int:
         """Forget lineages with no completion for ``max_idle_days``; return how many.
 
-        Their priors have decayed to a few percent by then, and a fleet starts hundreds of
-        thousands of lineages a month: without this the state would grow without bound.
+        Default: ``IDLE_HALF_LIVES`` half-lives (60 days at the default 14). Their priors have
+        decayed to a few percent by then, and a fleet starts hundreds of thousands of lineages
+        a month: without this the state would grow without bound.
         """
+        if max_idle_days is None:
+            max_idle_days = IDLE_HALF_LIVES * self.half_life
         horizon = now_ms - max_idle_days * 86_400_000.0
         idle = [key for key, state in self.priors.items() if last_seen_ms(state) < horizon]
         for key in idle:
@@ -164,7 +176,13 @@ class LeapCore:
         index = self.hw.index if event.get("candidate_hardware") is None else check.index
         state = self.priors.get(event["lineage_id"])
         view = lineage_view(
-            state, index, n, config_signature(event), now_ms, self._latest_residual(state)
+            state,
+            index,
+            n,
+            config_signature(event),
+            now_ms,
+            self._latest_residual(state),
+            self.half_life,
         )
         offsets = view.offsets
         if state:  # hardware the lineage has not run on: its residuals elsewhere, corrected
@@ -225,12 +243,12 @@ class LeapCore:
         model as it is now, plus what related jobs measured between that type and each
         candidate (:class:`PairwiseTransfer`), averaged over the references.
         """
-        measured = exact_measurements(state, config_signature(event), now_ms)
+        measured = exact_measurements(state, config_signature(event), now_ms, self.half_life)
         references = [(self.hw.index[h], y, job) for h, y in measured.items() if h in self.hw.index]
         if not references:
             last = latest(state)
             if last is None or last[0] not in self.hw.index:
-                return np.full(len(positions), lineage_offset(state, now_ms))
+                return np.full(len(positions), lineage_offset(state, now_ms, self.half_life))
             hardware, log_throughput, config = last
             references = [(self.hw.index[hardware], log_throughput, self.model.encoder.job(config))]
         efficiency = self.model.predict_many(job, positions) - self.model.encoder.baseline(
@@ -248,7 +266,11 @@ class LeapCore:
                 efficiency - reference_efficiency,
                 positions,
             )
-            total += (log_throughput - modelled) / (1.0 + SHRINK_TRANSFER) + correction
+            residual = log_throughput - modelled
+            # shrink what may be the lineage's noise, not the model's gross error of a new type
+            shrink = SHRINK_TRANSFER / (1.0 + SHRINK_TRANSFER)
+            residual -= shrink * min(max(residual, -SHRINK_UP_TO), SHRINK_UP_TO)
+            total += residual + correction
         return total / len(references)
 
     def _latest_residual(self, state: dict[str, Any] | None) -> float | None:
@@ -308,7 +330,7 @@ class LeapCore:
         lineage = submitted["lineage_id"]
         now_ms = _time_ms(event)
         state = self.priors.get(lineage)
-        target = log_y - lineage_offset(state, now_ms)
+        target = log_y - lineage_offset(state, now_ms, self.half_life)
         last = latest(state)
         reference = None
         if last is not None and last[0] != hardware and last[0] in self.hw.index:
@@ -321,6 +343,7 @@ class LeapCore:
             residual=log_y - base,
             time_ms=now_ms,
             config=submitted,
+            half_life_days=self.half_life,
         )
         example: LearnExample = {
             "job_id": event["job_id"],

@@ -2,7 +2,8 @@
 
 A lineage's state is a plain dict (JSON-able, so a changelog-backed table can hold it) of
 ``[sum, weight, count, last_time_ms]`` entries, each decayed by age (half-life
-``HALF_LIFE_DAYS``):
+``HALF_LIFE_DAYS`` by default: a fleet's tempo; a history of results months apart, like MLPerf
+rounds, wants a longer one):
 
 - ``"<config>@<hardware>"``: measured log throughput of this exact configuration on this
   hardware. A repeat of a configuration is predicted from its own measurements alone: nothing
@@ -85,23 +86,27 @@ class LineageView:
     same_hardware: np.ndarray  # bool: the lineage has measured this hardware
 
 
-def _decay(entry: list[float], now_ms: float) -> float:
-    return 0.5 ** (max(now_ms - entry[3], 0.0) / _DAY_MS / HALF_LIFE_DAYS)
+def _decay(entry: list[float], now_ms: float, half_life_days: float = HALF_LIFE_DAYS) -> float:
+    return 0.5 ** (max(now_ms - entry[3], 0.0) / _DAY_MS / half_life_days)
 
 
-def _mean(entry: list[float] | None, now_ms: float, shrink: float) -> float:
+def _mean(
+    entry: list[float] | None, now_ms: float, shrink: float, half_life_days: float = HALF_LIFE_DAYS
+) -> float:
     if entry is None:
         return 0.0
-    d = _decay(entry, now_ms)
+    d = _decay(entry, now_ms, half_life_days)
     return entry[0] * d / (entry[1] * d + shrink)
 
 
-def _add(state: dict[str, list[float]], key: str, value: float, time_ms: float) -> None:
+def _add(
+    state: dict[str, list[float]], key: str, value: float, time_ms: float, half_life_days: float
+) -> None:
     entry = state.get(key)
     if entry is None:
         state[key] = [value, 1.0, 1, time_ms]
     else:
-        d = _decay(entry, time_ms)
+        d = _decay(entry, time_ms, half_life_days)
         state[key] = [entry[0] * d + value, entry[1] * d + 1.0, entry[2] + 1, time_ms]
 
 
@@ -114,6 +119,7 @@ def update_prior(
     residual: float,
     time_ms: float,
     config: Mapping[str, Any] | None = None,
+    half_life_days: float = HALF_LIFE_DAYS,
 ) -> dict[str, Any]:
     """Add one succeeded attempt to a lineage's state (a new dict if None).
 
@@ -121,9 +127,9 @@ def update_prior(
     its residual can be taken again against the model as it is now (see :func:`lineage_view`).
     """
     state = {} if state is None else state
-    _add(state, f"{signature}{_SEPARATOR}{hardware}", log_throughput, time_ms)
-    _add(state, hardware, residual, time_ms)
-    _add(state, LINEAGE_KEY, residual, time_ms)
+    _add(state, f"{signature}{_SEPARATOR}{hardware}", log_throughput, time_ms, half_life_days)
+    _add(state, hardware, residual, time_ms, half_life_days)
+    _add(state, LINEAGE_KEY, residual, time_ms, half_life_days)
     if config is not None:
         state[LATEST_KEY] = {
             "hardware": hardware,
@@ -143,7 +149,10 @@ def latest(state: Mapping[str, Any] | None) -> tuple[str, float, dict[str, Any]]
 
 
 def exact_measurements(
-    state: Mapping[str, Any] | None, signature: str, now_ms: float
+    state: Mapping[str, Any] | None,
+    signature: str,
+    now_ms: float,
+    half_life_days: float = HALF_LIFE_DAYS,
 ) -> dict[str, float]:
     """Hardware type -> measured log throughput of this very configuration, where it ran."""
     if not state:
@@ -152,7 +161,7 @@ def exact_measurements(
     found = {}
     for key, entry in state.items():
         if key.startswith(prefix):
-            d = _decay(entry, now_ms)
+            d = _decay(entry, now_ms, half_life_days)
             found[key[len(prefix) :]] = entry[0] * d / (entry[1] * d)
     return found
 
@@ -163,11 +172,13 @@ def last_seen_ms(state: dict[str, list[float]]) -> float:
     return entry[3] if entry else float("-inf")
 
 
-def lineage_offset(state: dict[str, list[float]] | None, now_ms: float) -> float:
+def lineage_offset(
+    state: dict[str, list[float]] | None, now_ms: float, half_life_days: float = HALF_LIFE_DAYS
+) -> float:
     """The lineage-wide offset (log scale): how much better this job runs than the model thinks."""
     if not state:
         return 0.0
-    return _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER)
+    return _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER, half_life_days)
 
 
 def lineage_view(
@@ -177,6 +188,7 @@ def lineage_view(
     signature: str,
     now_ms: float,
     latest_residual: float | None = None,
+    half_life_days: float = HALF_LIFE_DAYS,
 ) -> LineageView:
     """The priors of ``n`` candidates; ``index`` maps a hardware type to its candidate position.
 
@@ -188,7 +200,7 @@ def lineage_view(
     if not state:
         return LineageView(np.zeros(n), exact, np.zeros(n, dtype=bool))
     if latest_residual is None:
-        transfer = _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER)
+        transfer = _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER, half_life_days)
     else:
         transfer = latest_residual / (1.0 + SHRINK_TRANSFER)
     offsets = np.full(n, transfer)
@@ -200,12 +212,12 @@ def lineage_view(
         if key.startswith(prefix):
             i = index.get(key[len(prefix) :])
             if i is not None:
-                d = _decay(entry, now_ms)
+                d = _decay(entry, now_ms, half_life_days)
                 exact[i] = entry[0] * d / (entry[1] * d)
         else:
             i = index.get(key)
             if i is not None:
-                offsets[i] = _mean(entry, now_ms, SHRINK_SAME_HARDWARE)
+                offsets[i] = _mean(entry, now_ms, SHRINK_SAME_HARDWARE, half_life_days)
                 same[i] = True
     if latest_residual is not None:
         i = index.get(state[LATEST_KEY]["hardware"])

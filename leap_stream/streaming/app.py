@@ -151,7 +151,10 @@ class Worker:
             catalog = load_catalog(settings.catalog) if settings.catalog else default_catalog()
         self.pending = ChangelogMap("pending")
         self.priors = ChangelogMap("prior")
-        self.core = LeapCore(catalog, pending=self.pending, priors=self.priors)
+        half_life = settings.lineage_half_life_days
+        self.core = LeapCore(
+            catalog, pending=self.pending, priors=self.priors, lineage_half_life_days=half_life
+        )
         shared = settings.learning == "shared"
         # the model being learned: the ranking core itself when inline, a core of its own
         # (never ranking) for the learner in shared mode, none for a plain shared ranker
@@ -159,7 +162,7 @@ class Worker:
         if not shared:
             self.learner = self.core
         elif settings.learner:
-            self.learner = LeapCore(catalog)
+            self.learner = LeapCore(catalog, lineage_half_life_days=half_life)
         self.codec = default_codec()
         self.metrics = ServiceMetrics()
         self.recent = RecentRankings()

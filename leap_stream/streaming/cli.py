@@ -33,6 +33,15 @@ Prefix = Annotated[
     str,
     typer.Option("--topic-prefix", envvar="LEAP_TOPIC_PREFIX", help="Prefix of every topic name."),
 ]
+LineageHalfLife = Annotated[
+    float,
+    typer.Option(
+        "--lineage-half-life",
+        min=0.01,
+        help="Days after which a lineage's priors weigh half (idle lineages are forgotten "
+        "after ~4.3 of them): a fleet's tempo. Months for results months apart (MLPerf rounds).",
+    ),
+]
 Partitions = Annotated[
     int, typer.Option("--partitions", min=1, help="Partitions of the co-partitioned job topics.")
 ]
@@ -86,6 +95,7 @@ def serve(
         int, typer.Option("--max-batch", min=1, help="Input messages per transaction, at most.")
     ] = 500,
     partitions: Partitions = 4,
+    lineage_half_life: LineageHalfLife = 14.0,
 ) -> None:
     """Run a stream worker: rank every submission, learn from every completion."""
     from leap_stream.streaming.app import Worker
@@ -109,6 +119,7 @@ def serve(
         catalog=catalog,
         web_port=web_port,
         web_host=web_host,
+        lineage_half_life_days=lineage_half_life,
     )
     _create(settings.bootstrap, settings.topic_prefix, settings.partitions, quiet=True)
     stop = threading.Event()

@@ -49,6 +49,9 @@ class ServiceSettings(BaseModel, frozen=True):
     catalog: Path | None = Field(None, description="hardware catalog TOML (default: packaged)")
     web_port: int | None = Field(6066, description="HTTP port (health, metrics); None: none")
     web_host: str = Field("127.0.0.1", description="HTTP address (0.0.0.0 in a container)")
+    lineage_half_life_days: float = Field(
+        14.0, gt=0, description="days after which a lineage's priors weigh half"
+    )
 
     @property
     def topics(self) -> TopicNames:

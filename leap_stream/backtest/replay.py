@@ -400,7 +400,9 @@ class _Session:
         holdout_hardware: Collection[str] = (),
         holdout_first: int = HOLDOUT_FIRST,
         lineage_half_life_days: float = HALF_LIFE_DAYS,
+        pick_feedback: bool = True,
     ) -> None:
+        self.pick_feedback = pick_feedback
         self.core = LeapCore(catalog, lineage_half_life_days=lineage_half_life_days)
         self.lookup = LookupRanker(catalog)
         self.backtest = Backtest(interval_level=self.core.intervals.level)
@@ -444,6 +446,21 @@ class _Session:
             event, model_ranking, lookup_ranking, check.positions, has_eligible, truth
         )
 
+    def _pick_fit(self, flight: _InFlight) -> None:
+        """Tell the core whether its first choice would have fit in memory (the oracle's say).
+
+        What a deployment that follows the ranking sees: its picks run, and the ones that do not
+        fit fail out of memory. Only that bit is revealed, never a throughput.
+        """
+        ranking = flight.model
+        if flight.truth is None or ranking.abstained:
+            return
+        position = int(flight.positions[ranking.order[0]])
+        if position >= 0:
+            fits = bool(np.isfinite(flight.truth[position]))
+            hardware = self.core.hw.names[position]
+            self.core.learn_placement(flight.job, str(hardware), out_of_memory=not fits)
+
     def completed(self, event: dict[str, Any]) -> None:
         """Score the attempt first (prequential), then let both predictors learn from it.
 
@@ -460,6 +477,8 @@ class _Session:
             self.backtest.observe(outcome)
             if outcome.holdout:
                 self.holdout_left[hardware] -= 1
+            if self.pick_feedback:
+                self._pick_fit(flight)
         if held:
             self.core.pending.pop(job_id, None)
             self.lookup.pending.pop(job_id, None)
@@ -483,6 +502,7 @@ def replay(
     holdout_hardware: Collection[str] = (),
     holdout_first: int = HOLDOUT_FIRST,
     lineage_half_life_days: float = HALF_LIFE_DAYS,
+    pick_feedback: bool = True,
 ) -> dict[str, Any]:
     """Replay ``history`` through the core; write summary.json, daily.csv and report.html.
 
@@ -511,6 +531,10 @@ def replay(
         learns from every completion.
     lineage_half_life_days
         :class:`~leap_stream.core.LeapCore`'s: how fast a lineage's priors fade.
+    pick_feedback
+        With an oracle: after scoring an attempt, tell the core whether its first choice would
+        have fit in memory, as a deployment following the ranking would learn from its own
+        out-of-memory failures (:meth:`~leap_stream.core.LeapCore.learn_placement`).
 
     Returns
     -------
@@ -526,7 +550,9 @@ def replay(
     if holdout_first < 1:
         raise ValueError(f"holdout_first must be >= 1, got {holdout_first}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    session = _Session(catalog, oracle, holdout, holdout_first, lineage_half_life_days)
+    session = _Session(
+        catalog, oracle, holdout, holdout_first, lineage_half_life_days, pick_feedback
+    )
     counts = session.counts
     rejects: list[Reject] | None = None if strict else []
     quarantine = _Quarantine(out_dir)

@@ -34,7 +34,7 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, TypedDict
 
 import numpy as np
@@ -45,9 +45,11 @@ from leap_stream.core.events import JOB_CONFIG_FIELDS
 from leap_stream.core.features import FeatureEncoder, JobFeatures
 from leap_stream.core.intervals import ConformalIntervals
 from leap_stream.core.lookup import LookupTable
+from leap_stream.core.memory_risk import MemoryRisk
 from leap_stream.core.model import ThroughputModel
 from leap_stream.core.priors import (
     HALF_LIFE_DAYS,
+    LINEAGE_KEY,
     SHRINK_TRANSFER,
     config_signature,
     exact_measurements,
@@ -55,6 +57,8 @@ from leap_stream.core.priors import (
     latest,
     lineage_offset,
     lineage_view,
+    mark_out_of_memory,
+    out_of_memory_on,
     update_prior,
 )
 from leap_stream.core.ranking import SOURCES, Ranking, rank_candidates
@@ -76,9 +80,18 @@ COLD_START_MIN_OBSERVATIONS = 50
 # 0.5 measured best of 0, 0.5 and 1 on a 60-day backtest (top-1 regret 5.8%, 4.9%, 5.0%).
 RISK_AVERSION = 0.5
 SUCCEEDED = "succeeded"
+OUT_OF_MEMORY = "oom"  # JobCompleted.failure_reason
 # A transferred residual is shrunk towards zero (priors.SHRINK_TRANSFER) up to this size (log
 # scale): lineage noise is a few tenths at most; beyond, it is the model that is off.
 SHRINK_UP_TO = 0.5
+# A candidate that may run out of memory (probability p) is charged p / (1 - p) failed tries
+# (the expected number before one fits), each worth this share of the attempt's cost: a failure
+# comes within minutes of a multi-hour attempt, then the next choice runs at a small premium.
+# 0.1 measured best of 0.1 and 0.3 on a 60-day fleet (top-1 regret 10.3% and 10.6%; a cost
+# of (1 - p)^-2 gave 12.5%: it avoids half the unrunnable picks by paying more for the rest).
+# p is capped so that even a certain failure stays ranked (last), rather than hidden.
+OUT_OF_MEMORY_COST = 0.1
+MAX_OOM_RISK = 0.99
 # Priors of a lineage idle this many half-lives weigh 2^-(60/14) ~ 5% of their first value:
 # forget them.
 IDLE_HALF_LIVES = 60.0 / HALF_LIFE_DAYS
@@ -101,6 +114,9 @@ class LearnExample(TypedDict):
     # the lineage's latest earlier measurement on other hardware (hardware_type, log_throughput,
     # job), or None: what the pairwise transfer corrections learn from
     reference: dict[str, Any] | None
+    # memory need estimate / usable memory of the hardware it ran on; it ran out of memory there
+    memory_ratio: float | None
+    out_of_memory: bool
     abs_log_residual: float | None  # |log(measured / predicted)| at submission time
     predicted: float | None  # the submission-time prediction for that hardware
     throughput: float  # measured
@@ -131,6 +147,7 @@ class LeapCore:
         self.intervals = ConformalIntervals(level=interval_level)
         self.intervals.halfwidths(_SOURCES)  # cached from the start: a function of what it learned
         self.pairs = PairwiseTransfer(self.hw.names.tolist())
+        self.memory_risk = MemoryRisk()
         self.pending = {} if pending is None else pending
         self.priors = {} if priors is None else priors
         self.type_counts: dict[str, int] = {}
@@ -193,7 +210,7 @@ class LeapCore:
         unseen_type = self.type_counts.get(event["model_type"], 0) == 0
         cold = (self.model.seen[positions] < COLD_START_MIN_OBSERVATIONS) | unseen_type
         code = np.select(
-            [view.same_hardware, cold, np.full(n, bool(state))],
+            [view.same_hardware, cold, np.full(n, bool(state) and LINEAGE_KEY in state)],
             [_LINEAGE_PRIOR, _COLD_START, _TRANSFER],
             _MODEL,
         )
@@ -201,12 +218,14 @@ class LeapCore:
         # family on that hardware; the lineage's own measurements carry none of it
         family_seen = self.model.family_seen(job.family)[positions]
         risk = np.where(view.same_hardware, 0.0, RISK_AVERSION / np.sqrt(1.0 + family_seen))
+        risk += self._memory_risk(event, state, check, positions, index)
         width = self.intervals.halfwidths(_SOURCES)[code]
         predicted = np.where(known, np.exp(log_pred), np.nan)
 
         self.pending[event["job_id"]] = {
             "job": event,
             "positions": check.positions.tolist(),  # -1: not in the catalog
+            "memory_needed_gb": check.memory_needed_gb,
             "base": base.tolist(),
             "log_pred": log_pred.tolist(),
             "source": code.tolist(),
@@ -227,6 +246,29 @@ class LeapCore:
             source=_SOURCE_NAMES[code],
             risk=risk,
         )
+
+    def _memory_risk(
+        self,
+        event: dict[str, Any],
+        state: dict[str, Any] | None,
+        check: Eligibility,
+        positions: np.ndarray,
+        index: Mapping[str, int],
+    ) -> np.ndarray:
+        """What the chance of running out of memory adds to each candidate's ranking key.
+
+        A candidate that fails costs a failed try and then the next choice
+        (``OUT_OF_MEMORY_COST``). A type this very configuration of the lineage already ran out
+        of memory on is as good as certain to.
+        """
+        ratio = check.memory_needed_gb / self.rules.usable_memory[positions]
+        p = self.memory_risk.predict_many(event["model_family"], ratio)
+        for hardware in out_of_memory_on(state, config_signature(event)):
+            i = index.get(hardware)
+            if i is not None:
+                p[i] = 1.0
+        p = np.minimum(p, MAX_OOM_RISK)
+        return OUT_OF_MEMORY_COST * p / (1.0 - p)
 
     def _transfer_offsets(
         self,
@@ -311,9 +353,20 @@ class LeapCore:
         throughput = event.get("throughput")
         hardware = event["hardware_type"]
         position = self.hw.index.get(hardware)
-        if event["status"] != SUCCEEDED or not throughput or throughput <= 0 or position is None:
+        if position is None:
             return True, None
         submitted = entry["job"]
+        # older pending entries (a restored worker) carry no estimate
+        need = entry.get("memory_needed_gb")
+        ratio = None if need is None else need / float(self.rules.usable_memory[position])
+        if event.get("failure_reason") == OUT_OF_MEMORY:
+            lineage = submitted["lineage_id"]
+            self.priors[lineage] = mark_out_of_memory(
+                self.priors.get(lineage), hardware, config_signature(submitted), _time_ms(event)
+            )
+            return True, None if ratio is None else self._memory_example(event, submitted, ratio)
+        if event["status"] != SUCCEEDED or not throughput or throughput <= 0:
+            return True, None
         log_y = math.log(throughput)
         source = abs_residual = predicted = None
         try:
@@ -354,11 +407,48 @@ class LeapCore:
             "target": target,
             "source": source,
             "reference": reference,
+            "memory_ratio": ratio,
+            "out_of_memory": False,
             "abs_log_residual": abs_residual,
             "predicted": predicted,
             "throughput": float(throughput),
         }
         return True, example
+
+    def learn_placement(self, job: dict[str, Any], hardware: str, *, out_of_memory: bool) -> None:
+        """Learn whether ``job`` fit in memory on ``hardware`` when placed there.
+
+        Completions teach this already (:meth:`join`); a backtest that plays the ranking's
+        own picks against a ground truth tells it here what a deployment following the ranking
+        would have seen. The history's users mostly place jobs where they know they fit, so
+        their failures alone under-state the risk of the types a ranking prefers.
+        """
+        position = self.hw.index.get(hardware)
+        if position is None:
+            return
+        need = self.rules.check({**job, "candidate_hardware": [hardware]}).memory_needed_gb
+        ratio = need / float(self.rules.usable_memory[position])
+        self.memory_risk.learn_one(job["model_family"], ratio, out_of_memory=out_of_memory)
+
+    def _memory_example(
+        self, event: dict[str, Any], submitted: dict[str, Any], ratio: float
+    ) -> LearnExample:
+        """What an out-of-memory failure teaches: only the memory risk (no throughput)."""
+        return {
+            "job_id": event["job_id"],
+            "lineage_id": submitted["lineage_id"],
+            "event_time": event["event_time"],
+            "job": {name: submitted[name] for name in JOB_CONFIG_FIELDS},
+            "hardware_type": event["hardware_type"],
+            "target": 0.0,
+            "source": None,
+            "reference": None,
+            "memory_ratio": ratio,
+            "out_of_memory": True,
+            "abs_log_residual": None,
+            "predicted": None,
+            "throughput": 0.0,
+        }
 
     def learn(self, example: LearnExample) -> None:
         """Learn one joined completion: the model, the interval calibration, the type counts.
@@ -366,6 +456,13 @@ class LeapCore:
         The global half of :meth:`on_completed`: a pure function of the examples in order, so
         a model folded from the same log of examples is the same model, weight for weight.
         """
+        ratio = example.get("memory_ratio")
+        out_of_memory = bool(example.get("out_of_memory"))
+        if ratio is not None:
+            family = example["job"]["model_family"]
+            self.memory_risk.learn_one(family, ratio, out_of_memory=out_of_memory)
+        if out_of_memory:
+            return
         if example["source"] is not None and example["abs_log_residual"] is not None:
             self.intervals.learn_one(example["source"], example["abs_log_residual"])
         job = self.model.encoder.job(example["job"])
@@ -406,6 +503,7 @@ class LeapCore:
             "intervals": self.intervals,
             "type_counts": self.type_counts,
             "pairs": self.pairs,
+            "memory_risk": self.memory_risk,
         }
 
     def load_model_state(self, state: dict[str, Any]) -> None:
@@ -417,6 +515,7 @@ class LeapCore:
         self.type_counts = state["type_counts"]
         # snapshots taken before the pairwise corrections existed start them afresh
         self.pairs = state.get("pairs") or PairwiseTransfer(self.hw.names.tolist())
+        self.memory_risk = state.get("memory_risk") or MemoryRisk()
 
 
 class LookupRanker:

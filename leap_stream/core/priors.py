@@ -40,12 +40,15 @@ __all__ = [
     "latest",
     "lineage_offset",
     "lineage_view",
+    "mark_out_of_memory",
+    "out_of_memory_on",
     "update_prior",
 ]
 
 HALF_LIFE_DAYS = 14.0
 LINEAGE_KEY = "*"
 LATEST_KEY = "~latest"  # not a hardware name: '~' never starts one
+OUT_OF_MEMORY_PREFIX = "!oom:"  # nor does '!'; then "<config>@<hardware>"
 # The submission fields that make up a configuration (what the model's features read).
 CONFIG_FIELDS = (
     "model_type",
@@ -137,6 +140,23 @@ def update_prior(
             "config": [config[key] for key in CONFIG_FIELDS],  # a list: lean, and JSON-able
         }
     return state
+
+
+def mark_out_of_memory(
+    state: dict[str, Any] | None, hardware: str, signature: str, time_ms: float
+) -> dict[str, Any]:
+    """Remember that this configuration ran out of memory on ``hardware`` (a new dict if None)."""
+    state = {} if state is None else state
+    state[f"{OUT_OF_MEMORY_PREFIX}{signature}{_SEPARATOR}{hardware}"] = [time_ms]
+    return state
+
+
+def out_of_memory_on(state: Mapping[str, Any] | None, signature: str) -> set[str]:
+    """The hardware types this configuration of the lineage ran out of memory on."""
+    if not state:
+        return set()
+    prefix = f"{OUT_OF_MEMORY_PREFIX}{signature}{_SEPARATOR}"
+    return {key[len(prefix) :] for key in state if key.startswith(prefix)}
 
 
 def latest(state: Mapping[str, Any] | None) -> tuple[str, float, dict[str, Any]] | None:

@@ -56,7 +56,7 @@ _HEADER_SIZE = len(MARKER) + _FINGERPRINT_SIZE
 # added since) stay registered as writer schemas: their messages keep decoding, with defaults.
 ADDED_FIELDS: dict[str, tuple[str, ...]] = {
     "leap.v1.JobCompleted": ("failure_reason",),
-    "leap.v1.LearnExample": ("reference",),
+    "leap.v1.LearnExample": ("reference", "memory_ratio", "out_of_memory"),
 }
 
 

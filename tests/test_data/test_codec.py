@@ -164,6 +164,8 @@ RECORDS: dict[str, dict[str, Any]] = {
                 "pipeline_parallel": 1,
             },
         },
+        "memory_ratio": 0.625,
+        "out_of_memory": False,
         "abs_log_residual": 0.0625,
         "predicted": 76.5,
         "throughput": 81.25,

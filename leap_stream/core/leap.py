@@ -283,7 +283,8 @@ class LeapCore:
         Each hardware type the lineage measured this very configuration on is a reference
         (else its latest measurement, whatever the configuration): its residual against the
         model as it is now, plus what related jobs measured between that type and each
-        candidate (:class:`PairwiseTransfer`), averaged over the references.
+        candidate (:class:`PairwiseTransfer`), averaged over the references, each weighed by
+        how little its ratio to that candidate varies across jobs (``PairwiseTransfer.spread``).
         """
         measured = exact_measurements(state, config_signature(event), now_ms, self.half_life)
         references = [(self.hw.index[h], y, job) for h, y in measured.items() if h in self.hw.index]
@@ -297,6 +298,7 @@ class LeapCore:
             job, positions
         )
         total = np.zeros(len(positions))
+        weights = np.zeros(len(positions))
         for reference, log_throughput, reference_job in references:
             at = np.array([reference])
             modelled = self.model.predict_many(reference_job, at)[0]
@@ -312,8 +314,11 @@ class LeapCore:
             # shrink what may be the lineage's noise, not the model's gross error of a new type
             shrink = SHRINK_TRANSFER / (1.0 + SHRINK_TRANSFER)
             residual -= shrink * min(max(residual, -SHRINK_UP_TO), SHRINK_UP_TO)
-            total += residual + correction
-        return total / len(references)
+            # a reference whose ratio to a candidate varies little across jobs says more
+            weight = 1.0 / self.pairs.spread(event["model_type"], job.family, reference)[positions]
+            total += weight * (residual + correction)
+            weights += weight
+        return total / weights
 
     def _latest_residual(self, state: dict[str, Any] | None) -> float | None:
         """The lineage's latest measurement against the model as it is now."""

@@ -31,6 +31,8 @@ nobody has measured keeps the model's ratio.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 __all__ = ["PairwiseTransfer"]
@@ -47,6 +49,11 @@ WINDOW = 200.0
 # Both squared errors start from this (log scale, ~ a 30% miss), and forget at the same pace.
 INITIAL_SQUARED_ERROR = 0.09
 ERROR_WINDOW = 500.0
+# The spread of a pair's ratios before it has this many observations at a level, and a floor
+# (run-to-run noise of two measurements): used to weigh a lineage's references.
+DEFAULT_SPREAD = 0.04
+MIN_SPREAD_WEIGHT = 3.0
+MIN_SPREAD = 0.002
 _ALL = "*"
 
 
@@ -57,7 +64,8 @@ class PairwiseTransfer:
     def __init__(self, hardware: list[str], window: float = WINDOW) -> None:
         self.hardware = list(hardware)
         self.keep = 1.0 - 1.0 / window
-        # (level key, reference position) -> [sums, weights], arrays over hardware positions
+        # (level key, reference position) -> [sums, weights, sums of squares], arrays over
+        # hardware positions
         self._rows: dict[tuple[str, int], np.ndarray] = {}
         # running mean squared errors of the two estimates: [measured ratios, model]
         self.squared_error = np.full(2, INITIAL_SQUARED_ERROR)
@@ -85,6 +93,22 @@ class PairwiseTransfer:
                 value = (row[0] + PRIOR_WEIGHT * value) / (row[1] + PRIOR_WEIGHT)
         return value, evidence
 
+    def spread(self, model_type: str, family: str, reference: int) -> np.ndarray:
+        """How much jobs' ratios from ``reference`` to each type vary around their mean (a
+        variance, log scale): at the most specific level with a few observations, else
+        ``DEFAULT_SPREAD``. Ratios between types that treat jobs alike (two generations of
+        one vendor) vary little; those to a type with its own quirks vary a lot."""
+        spread = np.full(len(self.hardware), DEFAULT_SPREAD)
+        for key in self._levels(model_type, family):
+            row = self._rows.get((key, reference))
+            if row is None:
+                continue
+            enough = row[1] >= MIN_SPREAD_WEIGHT
+            mean = np.divide(row[0], row[1], out=np.zeros_like(spread), where=enough)
+            square = np.divide(row[2], row[1], out=np.zeros_like(spread), where=enough)
+            spread = np.where(enough, np.maximum(square - mean * mean, MIN_SPREAD), spread)
+        return spread
+
     def correction(
         self,
         model_type: str,
@@ -100,6 +124,31 @@ class PairwiseTransfer:
             measured, evidence = measured[positions], evidence[positions]
         weight = self.squared_error[1] / self.squared_error.sum()  # of the measured ratios
         return np.where(evidence > 0, weight * (measured - model), 0.0)
+
+    def view(self, model_type: str, family: str, references: Iterable[int]) -> PairwiseTransfer:
+        """A copy holding only what :meth:`correction` reads for this model type and family
+        from ``references``: it corrects from them as this one does now, whatever this one
+        learns later (the nightly replay ranks with it a batch model's predictions later).
+
+        >>> pairs = PairwiseTransfer(["A", "B"])
+        >>> pairs.learn_one("resnet", "cnn", reference=0, hardware=1, measured=0.3, model=0.0)
+        >>> view = pairs.view("resnet", "cnn", [0])
+        >>> pairs.learn_one("resnet", "cnn", reference=0, hardware=1, measured=0.9, model=0.0)
+        >>> model = np.zeros(2)
+        >>> bool(view.correction("resnet", "cnn", 0, model)[1] < pairs.correction(
+        ...     "resnet", "cnn", 0, model)[1])
+        True
+        """
+        copy = PairwiseTransfer(self.hardware)
+        copy.keep = self.keep
+        copy.squared_error = self.squared_error.copy()
+        copy.scored, copy.learned = self.scored, self.learned
+        for key in self._levels(model_type, family):
+            for reference in references:
+                row = self._rows.get((key, reference))
+                if row is not None:  # rows are updated in place: copy
+                    copy._rows[(key, reference)] = row.copy()
+        return copy
 
     def learn_one(
         self,
@@ -126,7 +175,6 @@ class PairwiseTransfer:
             for a, b, value in ((reference, hardware, measured), (hardware, reference, -measured)):
                 row = self._rows.get((key, a))
                 if row is None:
-                    row = self._rows[(key, a)] = np.zeros((2, len(self.hardware)))
-                row[0, b] = row[0, b] * self.keep + value
-                row[1, b] = row[1, b] * self.keep + 1.0
+                    row = self._rows[(key, a)] = np.zeros((3, len(self.hardware)))
+                row[:, b] = row[:, b] * self.keep + (value, 1.0, value * value)
         self.learned += 1

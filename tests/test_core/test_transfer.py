@@ -156,3 +156,17 @@ def test_the_reference_travels_in_the_learn_example_and_the_fold_learns_the_same
         whole.pairs.measured_ratio("resnet", "cnn", 0)[0],
     )
     assert "pairs" in whole.model_state()
+
+
+def test_a_pair_whose_ratio_varies_less_across_jobs_has_the_smaller_spread() -> None:
+    pairs = PairwiseTransfer(HARDWARE)
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        pairs.learn_one("lm", "dense_llm", reference=0, hardware=1, measured=0.5, model=0.0)
+        noisy = 0.5 + rng.normal(0, 0.4)
+        pairs.learn_one("lm", "dense_llm", reference=0, hardware=2, measured=noisy, model=0.0)
+    spread = pairs.spread("lm", "dense_llm", 0)
+    assert spread[1] == pytest.approx(0.002)  # the floor: they all measured the same ratio
+    assert spread[2] == pytest.approx(0.16, rel=0.3)
+    # a reference nobody measured from: the default
+    assert pairs.spread("lm", "dense_llm", 1)[2] == pytest.approx(0.04)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from leap_stream.data.fleet import FleetStats
     from leap_stream.data.importers.mlperf import ImportStats
 
-__all__ = ["app", "summary_view"]
+__all__ = ["app", "nightly_view", "summary_view"]
 
 app = typer.Typer(
     help="leap-stream: rank accelerator types for training jobs by predicted throughput per cost.",
@@ -64,6 +64,8 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 DEMO_DAYS = 28
 DEMO_JOBS_PER_DAY = 2_000
 DEMO_SEED = 7
+# replay --nightly: the nights retrained by default (the published system's 30 retrains).
+NIGHTS = 30
 
 CatalogOption = Annotated[
     Path | None,
@@ -294,6 +296,54 @@ def _holdout_table(holdout: Mapping[str, Any]) -> Table:
     return table
 
 
+def nightly_view(block: Mapping[str, Any]) -> Table:
+    """The nightly retrains of ``replay --nightly`` (the summary's ``nightly`` block).
+
+    Examples
+    --------
+    >>> block = {"nights": 2, "retrains": 2, "first_day": "2025-01-02", "last_day": "2025-01-03",
+    ...     "seconds": {"total": 3.0}, "rule": {"margin": 0.01, "window_days": 3},
+    ...     "models": {"online": {"within_10pct": 0.5, "mape": 0.2, "top1_regret": None}},
+    ...     "served": {"nights": {"online": 2}, "within_10pct": 0.5, "mape": 0.2,
+    ...                "top1_regret": None, "promotions": 0, "best_single_model": "online",
+    ...                "points_vs_best_single": 0.0}}
+    >>> import io
+    >>> console = Console(width=100, record=True, file=io.StringIO())
+    >>> console.print(nightly_view(block))
+    >>> "what served" in console.export_text()
+    True
+    """
+    served = block["served"]
+    rule = block["rule"]
+    table = Table(
+        title=f"{block['retrains']} nightly retrains, each scored on the next day "
+        f"({block['first_day']} to {block['last_day']}), means over the nights",
+        caption=f"served: a challenger beating the serving model by {_pct(rule['margin'])} "
+        f"within 10% over the trailing {rule['window_days']} days; {served['promotions']} "
+        f"promotions; vs the best single model ({served.get('best_single_model')}): "
+        f"{served.get('points_vs_best_single')} points; {block['seconds']['total']:,.0f} s",
+    )
+    for name in ("model", "within 10%", "MAPE", "top-1 regret", "nights served"):
+        table.add_column(name, justify="left" if name == "model" else "right")
+    for model, figures in block["models"].items():
+        table.add_row(
+            model,
+            _pct(figures.get("within_10pct")),
+            _pct(figures.get("mape")),
+            _pct(figures.get("top1_regret"), signed=True),
+            _count(served["nights"].get(model)) if model in served["nights"] else "",
+            end_section=model == list(block["models"])[-1],
+        )
+    table.add_row(
+        "what served",
+        _pct(served.get("within_10pct")),
+        _pct(served.get("mape")),
+        _pct(served.get("top1_regret"), signed=True),
+        _count(sum(served["nights"].values())),
+    )
+    return table
+
+
 def _fleet_table(stats: FleetStats, out: Path, seconds: float) -> Table:
     table = Table(title=f"fleet written to {out}", show_header=False)
     table.add_row("first day", stats.start.date().isoformat())
@@ -336,6 +386,15 @@ def _generate(
     console.print(_fleet_table(stats, out, time.perf_counter() - began))
 
 
+def _nightly_options(nights: int | None) -> Any:
+    """replay --nightly's options (None without --nightly)."""
+    if nights is None:
+        return None
+    from leap_stream.backtest.nightly import NightlyOptions
+
+    return NightlyOptions(nights=nights)
+
+
 def _replay(
     history: Path,
     out: Path,
@@ -351,6 +410,8 @@ def _replay(
     holdout_hardware: list[str] | None = None,
     holdout_first: int | None = None,
     lineage_half_life: float = HALF_LIFE_DAYS,
+    nights: int | None = None,
+    pick_feedback: bool = True,
 ) -> None:
     from leap_stream.backtest.replay import HOLDOUT_FIRST, REJECTS_FILE, OracleError, replay
     from leap_stream.data.history import HistoryError
@@ -380,8 +441,12 @@ def _replay(
             lineage_half_life_days=lineage_half_life,
             holdout_hardware=holdout_hardware or (),
             holdout_first=HOLDOUT_FIRST if holdout_first is None else holdout_first,
+            nightly=_nightly_options(nights),
+            pick_feedback=pick_feedback,
         )
     console.print(summary_view(summary, title=title))
+    if summary.get("nightly"):
+        console.print(nightly_view(summary["nightly"]))
     if rankings is not None and rankings.sent:
         mode = f"at {rate:g} events/s" if rate else "in lock-step"
         console.print(
@@ -396,6 +461,7 @@ def _replay(
             soft_wrap=True,
         )
     written = ["summary.json", "daily.csv"] + (["report.html"] if report else [])
+    written += ["nightly.csv"] if summary.get("nightly") else []
     written += [REJECTS_FILE] if rejected else []
     console.print(f"written to {out}/: {', '.join(written)}")
 
@@ -507,6 +573,29 @@ def replay_command(
         ),
     ] = None,
     lineage_half_life: LineageHalfLife = HALF_LIFE_DAYS,
+    nightly: Annotated[
+        bool,
+        typer.Option(
+            "--nightly",
+            help="Also retrain batch models (river, LightGBM) at each of the last --nights day "
+            "boundaries and score each night's on the next day's attempts beside the online "
+            "model and the lookup table; play the champion/challenger rule (docs/nightly.md). "
+            "Writes nightly.csv.",
+        ),
+    ] = False,
+    nights: Annotated[
+        int | None,
+        typer.Option("--nights", min=1, help="With --nightly: the nights retrained (default 30)."),
+    ] = None,
+    pick_feedback: Annotated[
+        bool,
+        typer.Option(
+            "--pick-feedback/--no-pick-feedback",
+            help="With --oracle: tell the core whether its own first choice would have fit in "
+            "memory, as a deployment following the ranking learns from its own out-of-memory "
+            "failures (docs/predictor.md).",
+        ),
+    ] = True,
 ) -> None:
     """Backtest a history: rank each submission, score it when it completes, then learn.
 
@@ -526,6 +615,10 @@ def replay_command(
         problem = "--holdout-hardware needs the in-process core, not --via-kafka"
     elif unknown := [name for name in held if name not in resolved.names]:
         problem = f"--holdout-hardware: not in the catalog: {', '.join(unknown)}"
+    elif nights is not None and not nightly:
+        problem = "--nights needs --nightly"
+    elif nightly and (held or via_kafka is not None):
+        problem = "--nightly needs the in-process core learning every completion"
     if problem:
         err_console.print(f"[red]error:[/red] {escape(problem)}")
         raise typer.Exit(2)
@@ -544,7 +637,70 @@ def replay_command(
         held,
         holdout_first,
         lineage_half_life,
+        (nights or NIGHTS) if nightly else None,
+        pick_feedback,
     )
+
+
+@app.command("retrain")
+def retrain_command(
+    history: Annotated[
+        Path,
+        typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),
+    ],
+    until: Annotated[
+        str,
+        typer.Option(
+            "--until",
+            metavar="TIMESTAMP",
+            help="Cutoff: every completion strictly before it is learned (YYYY-MM-DD or ISO "
+            "8601 date-time; UTC unless it has an offset).",
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Model directory: manifest.json and payload.pkl.")
+    ],
+    passes: Annotated[
+        int | None,
+        typer.Option("--passes", min=1, help="Passes of the river model over the snapshot."),
+    ] = None,
+    catalog: CatalogOption = None,
+    lineage_half_life: LineageHalfLife = HALF_LIFE_DAYS,
+) -> None:
+    """Train batch models (river, LightGBM) on every completion before a cutoff; save them.
+
+    The directory records the cutoff, data range, feature set, library versions and the
+    payload's sha256; loading refuses it when any differs (docs/nightly.md).
+    """
+    from leap_stream.backtest.retrain import parse_cutoff, retrain
+    from leap_stream.core.batch import RIVER_PASSES
+    from leap_stream.data.history import HistoryError
+
+    with _exit_on(ValueError):
+        cutoff = parse_cutoff(until)
+    resolved = _load_catalog(catalog)
+    began = time.perf_counter()
+    with _exit_on(HistoryError, ValueError):
+        manifest = retrain(
+            history,
+            cutoff,
+            out,
+            resolved,
+            passes=passes or RIVER_PASSES,
+            lineage_half_life_days=lineage_half_life,
+        )
+    table = Table(title=f"batch models written to {out}", show_header=False)
+    data = manifest["data"]
+    table.add_row("cutoff", manifest["cutoff"])
+    table.add_row("examples (succeeded completions)", f"{data['examples']:,}")
+    table.add_row("first completion", str(data["first_completion"]))
+    table.add_row("last completion", str(data["last_completion"]))
+    table.add_row("models", ", ".join(manifest["models"]))
+    table.add_row("river passes", str(manifest["settings"]["river_passes"]))
+    table.add_row("libraries", ", ".join(f"{k} {v}" for k, v in manifest["libraries"].items()))
+    table.add_row("payload sha256", manifest["payload"]["sha256"])
+    table.add_row("seconds", f"{time.perf_counter() - began:.1f}")
+    console.print(table)
 
 
 @app.command("evaluate")

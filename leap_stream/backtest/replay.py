@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -47,6 +47,9 @@ from leap_stream.core.eligibility import Eligibility
 from leap_stream.core.priors import HALF_LIFE_DAYS
 from leap_stream.core.ranking import Ranking
 from leap_stream.data.history import Reject, iter_events, read_oracle_batches
+
+if TYPE_CHECKING:
+    from leap_stream.backtest.nightly import NightlyOptions, NightlyRun, NightlyTap
 
 __all__ = [
     "HOLDOUT_FIRST",
@@ -416,6 +419,8 @@ class _Session:
         # held-out type -> scored attempts still to predict before its completions are learned
         self.holdout_left = dict.fromkeys(holdout_hardware, holdout_first)
         self.withheld = 0  # completions not learned from because of the holdout
+        # replay --nightly: ranks the scored days again with each night's batch models
+        self.tap: NightlyTap | None = None
 
     def submitted(self, event: dict[str, Any], record: dict[str, Any] | None = None) -> None:
         """Rank a submission with both predictors; keep it until its attempt completes.
@@ -445,6 +450,8 @@ class _Session:
         self.in_flight[event["job_id"]] = _InFlight(
             event, model_ranking, lookup_ranking, check.positions, has_eligible, truth
         )
+        if self.tap is not None:
+            self.tap.submitted(core, event, check, truth)
 
     def _pick_fit(self, flight: _InFlight) -> None:
         """Tell the core whether its first choice would have fit in memory (the oracle's say).
@@ -479,6 +486,8 @@ class _Session:
                 self.holdout_left[hardware] -= 1
             if self.pick_feedback:
                 self._pick_fit(flight)
+        if self.tap is not None:  # before the core learns from it, as the online model was
+            self.tap.completed(self.core, event, outcome if flight is not None else None)
         if held:
             self.core.pending.pop(job_id, None)
             self.lookup.pending.pop(job_id, None)
@@ -503,6 +512,7 @@ def replay(
     holdout_first: int = HOLDOUT_FIRST,
     lineage_half_life_days: float = HALF_LIFE_DAYS,
     pick_feedback: bool = True,
+    nightly: NightlyOptions | None = None,
 ) -> dict[str, Any]:
     """Replay ``history`` through the core; write summary.json, daily.csv and report.html.
 
@@ -535,6 +545,10 @@ def replay(
         With an oracle: after scoring an attempt, tell the core whether its first choice would
         have fit in memory, as a deployment following the ranking would learn from its own
         out-of-memory failures (:meth:`~leap_stream.core.LeapCore.learn_placement`).
+    nightly
+        Also retrain batch models at each of the last nights and score each on the next day's
+        attempts (:mod:`leap_stream.backtest.nightly`): adds ``nightly.csv``, the summary's
+        ``nightly`` block and its plot. Not with ``rankings`` or ``holdout_hardware``.
 
     Returns
     -------
@@ -549,6 +563,8 @@ def replay(
         raise ValueError("a holdout needs the in-process core (the service learns from all)")
     if holdout_first < 1:
         raise ValueError(f"holdout_first must be >= 1, got {holdout_first}")
+    if nightly is not None and (holdout or rankings is not None):
+        raise ValueError("a nightly replay needs the in-process core learning every completion")
     out_dir.mkdir(parents=True, exist_ok=True)
     session = _Session(
         catalog, oracle, holdout, holdout_first, lineage_half_life_days, pick_feedback
@@ -556,10 +572,17 @@ def replay(
     counts = session.counts
     rejects: list[Reject] | None = None if strict else []
     quarantine = _Quarantine(out_dir)
+    run = _nightly_run(
+        history, catalog, nightly, lineage_half_life_days, batch_rows, strict, progress
+    )
     began = time.perf_counter()
     complete = False
     try:
         with _quiet_collector():
+            if run is not None:  # pass 1: the nights' snapshots, handed to the pool
+                run.prepare()
+                session.tap = run.make_tap(session.core)
+                began = time.perf_counter()  # the replay's own speed, as without
             events = _events_with_progress(history, batch_rows, progress, rejects)
             for kind, event, record in _with_rankings(events, rankings):
                 if rejects:  # a batch was just read with broken rows
@@ -575,6 +598,8 @@ def replay(
         complete = True
     finally:
         quarantine.close(complete)
+        if run is not None and not complete:
+            run.close()
     elapsed = time.perf_counter() - began
 
     counts["unmatched_completions"] = session.core.unmatched_completions
@@ -595,6 +620,12 @@ def replay(
         }
     if "decisions" in summary:
         summary["decisions"]["unrunnable_pick_hours"] = UNRUNNABLE_PICK_HOURS
+    nightly_frame = None
+    if run is not None:
+        try:
+            summary["nightly"], nightly_frame = run.finish(out_dir, has_oracle=oracle is not None)
+        finally:
+            run.close()
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     backtest.daily().to_csv(out_dir / "daily.csv", index=False)
     if report:
@@ -606,8 +637,33 @@ def replay(
             backtest.by_family(),
             backtest.calibration(),
             title=f"leap-stream backtest: {history.name}",
+            nightly=nightly_frame,
         )
     return summary
+
+
+def _nightly_run(
+    history: Path,
+    catalog: Catalog,
+    options: NightlyOptions | None,
+    lineage_half_life_days: float,
+    batch_rows: int,
+    strict: bool,
+    progress: bool,
+) -> NightlyRun | None:
+    if options is None:
+        return None
+    from leap_stream.backtest.nightly import NightlyRun  # it builds on this module
+
+    return NightlyRun(
+        history,
+        catalog,
+        options,
+        lineage_half_life_days=lineage_half_life_days,
+        batch_rows=batch_rows,
+        strict=strict,
+        progress=progress,
+    )
 
 
 def _with_rankings(

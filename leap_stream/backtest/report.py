@@ -83,6 +83,7 @@ def write_report(
     by_family: pd.DataFrame,
     calibration: pd.DataFrame,
     title: str = "leap-stream backtest",
+    nightly: pd.DataFrame | None = None,
 ) -> None:
     """Write the backtest report as one self-contained HTML file.
 
@@ -96,6 +97,9 @@ def write_report(
         The matching :class:`~leap_stream.backtest.metrics.Backtest` tables.
     title
         The page's heading.
+    nightly
+        ``replay --nightly``'s table (``nightly.csv``; the summary then has a ``nightly``
+        block): a section with the models' means, what served, and accuracy per night.
 
     Examples
     --------
@@ -116,6 +120,8 @@ def write_report(
             sections += [_decisions_by_source_table(summary["decisions"])]
     if summary.get("holdout"):
         sections += ["<h2>Held-out hardware</h2>", _holdout_table(summary["holdout"])]
+    if nightly is not None and summary.get("nightly"):
+        sections += _nightly_section(summary["nightly"], nightly)
     sections.append("<h2>Plots</h2>")
     nominal = summary.get("intervals", {}).get("nominal", math.nan)
     plots: list[tuple[str, Callable[[], Figure | None], str]] = [
@@ -436,6 +442,116 @@ def _holdout_table(h: Mapping[str, Any]) -> str:
         "as a miss; MdAPE over the attempts each policy predicted.</p>"
     )
     return f"<table>{head}<tbody>{''.join(rows)}</tbody></table>{note}"
+
+
+_NIGHTLY_LABELS = {
+    "online": "online model",
+    "river_batch": "river, batch retrain",
+    "lightgbm": "LightGBM, batch retrain",
+    "lookup": "lookup table",
+}
+_NIGHTLY_STYLE = {
+    "online": (MODEL_COLOR, "-"),
+    "river_batch": ("#2ca02c", "-"),
+    "lightgbm": ("#9467bd", "-"),
+    "lookup": (LOOKUP_COLOR, "--"),
+}
+_NIGHTLY_CAPTION = (
+    "Each night's snapshot scored on the next day's attempts: the share of that day's "
+    "succeeded attempts whose predicted throughput was within 10% of the measured one (higher "
+    "is better), per model, all on the same attempts (an abstention of the lookup table counts "
+    "as a miss). The batch models rank with the online core's lineage priors and pairwise "
+    "transfer; only the model's predictions differ. Black rings: the model the "
+    "champion/challenger rule had serving that day."
+)
+
+
+def _nightly_section(block: Mapping[str, Any], frame: pd.DataFrame) -> list[str]:
+    """The nightly retrains: the models' means, what served, and accuracy per night."""
+    served = block["served"]
+    head = (
+        "<thead><tr><th>Model</th><th>Nights</th><th>Within 10%</th><th>Within 20%</th>"
+        "<th>MAPE</th><th>MdAPE</th><th>Top-1 regret</th><th>Nights served</th></tr></thead>"
+    )
+    rows = []
+    for model, f in block["models"].items():
+        rows.append(
+            f"<tr><td>{html.escape(_NIGHTLY_LABELS.get(model, model))}</td>"
+            f"<td>{_count(f.get('nights'))}</td><td>{_pct(f.get('within_10pct'))}</td>"
+            f"<td>{_pct(f.get('within_20pct'))}</td><td>{_pct(f.get('mape'))}</td>"
+            f"<td>{_pct(f.get('mdape'))}</td><td>{_pct(f.get('top1_regret'))}</td>"
+            f"<td>{_count(served['nights'].get(model))}</td></tr>"
+        )
+    rows.append(
+        f"<tr><td><b>what served</b></td><td>{_count(len(served['decisions']))}</td>"
+        f"<td>{_pct(served.get('within_10pct'))}</td><td>{_pct(served.get('within_20pct'))}</td>"
+        f"<td>{_pct(served.get('mape'))}</td><td>{_pct(served.get('mdape'))}</td>"
+        f"<td>{_pct(served.get('top1_regret'))}</td><td>{_DASH}</td></tr>"
+    )
+    rule = block["rule"]
+    points = served.get("points_vs_best_single")
+    note = (
+        f'<p class="muted">Means over the {block["nights"]} nights from {block["first_day"]} to '
+        f"{block['last_day']} ({block['retrains']} retrains). Rule: a challenger serves from the "
+        f"next day on when it beat the serving model by {_pct(rule['margin'])} within 10% over "
+        f"the trailing {rule['window_days']} days, on at least {rule['min_attempts']:,} attempts "
+        f"completed by midnight; {rule['initial']} served first; "
+        f"{served['promotions']} promotions. What served against the best single model "
+        f"({html.escape(str(served.get('best_single_model')))}): "
+        + (_DASH if points is None else f"{points:+.1f} points".replace("-", "−"))
+        + f" within 10%; picking each day's best model in hindsight: "
+        f"{_pct(served.get('hindsight_within_10pct'))}.</p>"
+    )
+    parts = [
+        "<h2>Nightly retrains</h2>",
+        f"<table>{head}<tbody>{''.join(rows)}</tbody></table>{note}",
+    ]
+    figure = _nightly_plot(frame)
+    if figure is not None:
+        parts.append(
+            '<figure><img alt="Accuracy per night per model" '
+            f'src="data:image/png;base64,{_png(figure)}">'
+            f"<figcaption>{_NIGHTLY_CAPTION}</figcaption></figure>"
+        )
+    return parts
+
+
+def _nightly_plot(frame: pd.DataFrame) -> Figure | None:
+    frame = frame[frame["predicted"] > 0]
+    if frame.empty:
+        return None
+    figure = _figure(9.5, 3.8)
+    days = pd.to_datetime(frame["day"])
+    ax = _time_axes(figure, days.drop_duplicates().reset_index(drop=True))
+    for model, (color, style) in _NIGHTLY_STYLE.items():
+        mine = frame[frame["model"] == model]
+        if mine.empty:
+            continue
+        ax.plot(
+            pd.to_datetime(mine["day"]),
+            mine["within_10pct"].astype(float),
+            color=color,
+            linestyle=style,
+            marker="o",
+            ms=3,
+            lw=1.5,
+            label=_NIGHTLY_LABELS[model],
+        )
+    served = frame[frame["served"]]
+    ax.plot(
+        pd.to_datetime(served["day"]),
+        served["within_10pct"].astype(float),
+        "o",
+        mfc="none",
+        mec="black",
+        ms=9,
+        mew=1.2,
+        label="served",
+    )
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_ylabel("within 10% of actual")
+    _legend_above(ax)
+    return figure
 
 
 # -- plots -------------------------------------------------------------------------------------

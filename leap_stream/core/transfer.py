@@ -31,8 +31,6 @@ nobody has measured keeps the model's ratio.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 
 __all__ = ["PairwiseTransfer"]
@@ -124,31 +122,6 @@ class PairwiseTransfer:
             measured, evidence = measured[positions], evidence[positions]
         weight = self.squared_error[1] / self.squared_error.sum()  # of the measured ratios
         return np.where(evidence > 0, weight * (measured - model), 0.0)
-
-    def view(self, model_type: str, family: str, references: Iterable[int]) -> PairwiseTransfer:
-        """A copy holding only what :meth:`correction` reads for this model type and family
-        from ``references``: it corrects from them as this one does now, whatever this one
-        learns later (the nightly replay ranks with it a batch model's predictions later).
-
-        >>> pairs = PairwiseTransfer(["A", "B"])
-        >>> pairs.learn_one("resnet", "cnn", reference=0, hardware=1, measured=0.3, model=0.0)
-        >>> view = pairs.view("resnet", "cnn", [0])
-        >>> pairs.learn_one("resnet", "cnn", reference=0, hardware=1, measured=0.9, model=0.0)
-        >>> model = np.zeros(2)
-        >>> bool(view.correction("resnet", "cnn", 0, model)[1] < pairs.correction(
-        ...     "resnet", "cnn", 0, model)[1])
-        True
-        """
-        copy = PairwiseTransfer(self.hardware)
-        copy.keep = self.keep
-        copy.squared_error = self.squared_error.copy()
-        copy.scored, copy.learned = self.scored, self.learned
-        for key in self._levels(model_type, family):
-            for reference in references:
-                row = self._rows.get((key, reference))
-                if row is not None:  # rows are updated in place: copy
-                    copy._rows[(key, reference)] = row.copy()
-        return copy
 
     def learn_one(
         self,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from core_fixtures import completed_event, hours, submitted_event
+from typer.testing import CliRunner
 
 from leap_stream.backtest.replay import replay
+from leap_stream.cli import app
 from leap_stream.core.catalog import default_catalog
 from leap_stream.core.leap import LeapCore
 from leap_stream.data.history import events_to_table, write_history, write_oracle
@@ -70,3 +73,16 @@ def test_a_ranking_told_its_picks_do_not_fit_stops_picking_them(tmp_path: Path) 
     told, untold = unrunnable(True), unrunnable(False)
     assert untold > JOBS // 2  # the users' own placements never reveal the risk
     assert told < untold / 2
+
+
+def test_the_cli_turns_the_feedback_off_with_no_pick_feedback(tmp_path: Path) -> None:
+    history, oracle = _history_where_the_first_choice_never_fits(tmp_path)
+    unrunnable = {}
+    for flag in ("--pick-feedback", "--no-pick-feedback"):
+        out = tmp_path / flag
+        args = ["replay", str(history), "--oracle", str(oracle), "--out", str(out), "--no-report"]
+        result = CliRunner().invoke(app, [*args, flag])
+        assert result.exit_code == 0, result.output
+        summary = json.loads((out / "summary.json").read_text())
+        unrunnable[flag] = summary["decisions"]["unrunnable_picks"]
+    assert unrunnable["--no-pick-feedback"] > 2 * unrunnable["--pick-feedback"]

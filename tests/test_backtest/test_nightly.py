@@ -1,0 +1,266 @@
+"""Tests of ``replay --nightly`` (leap_stream.backtest.nightly) on a small generated fleet.
+
+One replay with two nights runs in this process (``workers=0``) and is shared by most tests;
+the command line runs the same through the process pool and must give the same table.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from leap_stream import cli
+from leap_stream.backtest.nightly import (
+    MODELS,
+    NIGHTLY_FILE,
+    NightlyOptions,
+    NightTask,
+    nightly_figures,
+    plan_cutoffs,
+    serve,
+    train_night,
+)
+from leap_stream.backtest.replay import replay
+from leap_stream.backtest.retrain import replay_snapshots
+from leap_stream.core.batch import TrainingSet
+from leap_stream.core.catalog import Catalog
+from leap_stream.core.promotion import PromotionRule
+from leap_stream.data.fleet import FleetConfig, generate_fleet
+
+NIGHTS = 2
+FLEET = FleetConfig(days=5, jobs_per_day=300, seed=13)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory, hw_catalog: Catalog) -> Path:
+    out = tmp_path_factory.mktemp("nightly-fleet")
+    generate_fleet(FLEET, out, hw_catalog, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def nightly(fleet: Path, hw_catalog: Catalog) -> tuple[dict[str, Any], Path]:
+    """The fleet replayed with two nightly retrains, in this process."""
+    out = fleet / "nightly-inline"
+    summary = replay(
+        fleet / "history.parquet",
+        out,
+        hw_catalog,
+        oracle=fleet / "oracle.parquet",
+        progress=False,
+        report=True,
+        nightly=NightlyOptions(nights=NIGHTS, workers=0),
+    )
+    return summary, out
+
+
+def _succeeded_before(history: Path, cutoff_ms: float, after_ms: float = -np.inf) -> int:
+    """Succeeded completions with a throughput in [after, cutoff): counted from the file."""
+    table = pq.read_table(history, columns=["event_type", "event_time", "status", "throughput"])
+    times = pc.cast(table.column("event_time"), "int64").to_numpy()
+    mine = (
+        (table.column("event_type").to_numpy(zero_copy_only=False) == "completed")
+        & (table.column("status").to_numpy(zero_copy_only=False) == "succeeded")
+        & (table.column("throughput").to_numpy(zero_copy_only=False) > 0)
+        & (times < cutoff_ms)
+        & (times >= after_ms)
+    )
+    return int(mine.sum())
+
+
+def test_each_snapshot_holds_exactly_the_completions_before_its_cutoff(
+    fleet: Path, hw_catalog: Catalog, nightly: tuple[dict[str, Any], Path]
+) -> None:
+    history = fleet / "history.parquet"
+    cutoffs = plan_cutoffs(history, NIGHTS)
+    assert [c.date() for c in cutoffs] == [
+        cutoffs[-1].date() - timedelta(days=NIGHTS - 1 - i) for i in range(NIGHTS)
+    ]
+    chunks = []
+    for snapshot in replay_snapshots(history, hw_catalog, cutoffs):
+        chunks.append(snapshot.examples)
+        training = TrainingSet.concat(chunks)
+        cutoff_ms = snapshot.cutoff.timestamp() * 1000.0
+        assert training.time_ms.max() < cutoff_ms  # never a completion of the next day
+        assert len(training) == _succeeded_before(history, cutoff_ms)
+        next_day = _succeeded_before(history, cutoff_ms + 86_400_000.0, after_ms=cutoff_ms)
+        assert next_day > 0  # there was something to leak
+        online = pickle.loads(snapshot.online)
+        assert online.learned == len(training)
+    # the replay's own nights trained on those very snapshots
+    table = pd.read_csv(nightly[1] / NIGHTLY_FILE)
+    for cutoff in cutoffs:
+        sizes = table[(table["cutoff"] == cutoff.isoformat()) & (table["model"] == "lightgbm")]
+        expected = _succeeded_before(history, cutoff.timestamp() * 1000.0)
+        assert sizes["snapshot_examples"].tolist() == [expected]
+
+
+def test_a_night_refuses_a_snapshot_holding_a_later_completion(
+    tmp_path: Path, hw_catalog: Catalog, fleet: Path
+) -> None:
+    cutoff = plan_cutoffs(fleet / "history.parquet", 1)[0]
+    (snapshot,) = replay_snapshots(fleet / "history.parquet", hw_catalog, [cutoff])
+    late = snapshot.examples
+    late.time_ms[-1] = cutoff.timestamp() * 1000.0  # a completion at the cutoff itself
+    (tmp_path / "chunk.pkl").write_bytes(pickle.dumps(late))
+    (tmp_path / "online.pkl").write_bytes(snapshot.online)
+    task = NightTask(0, cutoff.timestamp() * 1000.0, [str(tmp_path / "chunk.pkl")],
+                     str(tmp_path / "online.pkl"), [], 1, {}, 10)  # fmt: skip
+    with pytest.raises(RuntimeError, match="after its cutoff"):
+        train_night(task)
+
+
+def test_every_model_is_scored_on_the_same_attempts_each_night(
+    nightly: tuple[dict[str, Any], Path],
+) -> None:
+    _, out = nightly
+    table = pd.read_csv(out / NIGHTLY_FILE)
+    assert len(table) == NIGHTS * len(MODELS)
+    assert set(table["model"]) == set(MODELS)
+    daily = pd.read_csv(out / "daily.csv")
+    for day, rows in table.groupby("day"):
+        assert rows["n"].nunique() == 1 and rows["n"].iloc[0] > 100
+        online = rows[rows["model"] == "online"].iloc[0]
+        for model in ("online", "river_batch", "lightgbm"):
+            assert rows[rows["model"] == model]["predicted"].iloc[0] == online["n"]
+        assert rows[rows["model"] == "lookup"]["predicted"].iloc[0] < online["n"]
+        # the online model's row is the replay's own figure for that day
+        assert online["within_10pct"] == pytest.approx(
+            daily[daily["day"] == day]["within_10pct"].iloc[0], abs=1e-6
+        )
+        # by source: the same attempts for every model, filed under the online model's source
+        for source in ("lineage_prior", "transfer", "model", "cold_start"):
+            assert rows[f"{source}_n"].nunique() == 1
+        assert (
+            rows[[f"{s}_n" for s in ("lineage_prior", "transfer", "model", "cold_start")]]
+            .iloc[0]
+            .sum()
+            == online["n"]
+        )
+    # two models scored on the same attempts but not the same model
+    lightgbm = table[table["model"] == "lightgbm"]["mape"].to_numpy()
+    assert not np.allclose(lightgbm, table[table["model"] == "online"]["mape"].to_numpy())
+
+
+def test_the_summary_block_is_the_nights_means_and_what_served(
+    nightly: tuple[dict[str, Any], Path],
+) -> None:
+    summary, out = nightly
+    block = summary["nightly"]
+    assert json.loads((out / "summary.json").read_text())["nightly"] == block
+    assert block["retrains"] == block["nights"] == NIGHTS
+    table = pd.read_csv(out / NIGHTLY_FILE)
+    for model in MODELS:
+        mine = table[table["model"] == model]
+        assert block["models"][model]["within_10pct"] == pytest.approx(
+            mine["within_10pct"].mean(), abs=1e-6
+        )
+        assert block["models"][model]["mape"] == pytest.approx(mine["mape"].mean(), abs=1e-6)
+    served = block["served"]
+    assert sum(served["nights"].values()) == NIGHTS
+    assert table.groupby("day")["served"].sum().tolist() == [1] * NIGHTS
+    assert served["within_10pct"] == pytest.approx(
+        table[table["served"]]["within_10pct"].mean(), abs=1e-6
+    )
+    assert served["top1_regret"] is not None  # the replay had an oracle
+    assert [d["serving"] for d in served["decisions"]] == table[table["served"]]["model"].tolist()
+
+
+def test_the_report_plots_accuracy_per_night(nightly: tuple[dict[str, Any], Path]) -> None:
+    page = (nightly[1] / "report.html").read_text()
+    assert "<h2>Nightly retrains</h2>" in page
+    assert 'alt="Accuracy per night per model"' in page
+    assert "LightGBM, batch retrain" in page
+
+
+def _rows(
+    nights: list[int], done: list[float], online: list[float], boosted: list[float]
+) -> dict[str, np.ndarray]:
+    """Scored attempts as the tap gives them: river errs as online does, lookup abstains."""
+    n = len(nights)
+    rows = {
+        "night": np.array(nights),
+        "done_ms": np.array(done),
+        "measured": np.ones(n, dtype=bool),
+        "source": np.zeros(n, dtype=np.int64),
+        "cost_best": np.full(n, np.nan),
+    }
+    for model in MODELS:
+        rows[f"err_{model}"] = np.full(n, np.nan, dtype=np.float32)
+        rows[f"cost_{model}"] = np.full(n, np.nan)
+    rows["err_online"] = np.array(online, dtype=np.float32)
+    rows["err_river_batch"] = np.array(online, dtype=np.float32)
+    rows["err_lightgbm"] = np.array(boosted, dtype=np.float32)
+    return rows
+
+
+def test_the_rule_reads_only_what_had_completed_by_midnight() -> None:
+    day = 86_400_000.0
+    cutoffs = [0.0, day, 2 * day]
+    # night 0's attempts: lightgbm is right on all, online on none; half of them complete
+    # after the next midnight, so the decision at night 1's cutoff sees only the other half
+    nights = [0] * 4 + [1] * 2
+    done = [0.5 * day, 0.6 * day, 1.5 * day, 1.6 * day, 1.2 * day, 1.3 * day]
+    online = [0.5, 0.5, 0.5, 0.5, 0.0, 0.0]
+    boosted = [0.0, 0.0, 0.0, 0.0, 0.5, 0.5]
+    rows = _rows(nights, done, online, boosted)
+    rule = PromotionRule(margin=0.01, window_days=1, min_attempts=3)
+    served = [d.serving for d in serve(rows, cutoffs, rule, "online")]
+    # at night 1: 2 attempts completed (< 3): online stays; at night 2 the window is day 1
+    # (2 attempts, online better): online stays
+    assert served == ["online", "online", "online"]
+    rule = PromotionRule(margin=0.01, window_days=2, min_attempts=3)
+    served = [d.serving for d in serve(rows, cutoffs, rule, "online")]
+    # at night 2 with two days: 4 + 2 attempts known, lightgbm right on 4, online on 2
+    assert served == ["online", "online", "lightgbm"]
+    dates = [datetime.fromtimestamp(c / 1000.0, UTC) for c in cutoffs]
+    frame, block = nightly_figures(rows, dates, rule)
+    assert frame[frame["served"]]["model"].tolist() == served
+    assert block["served"]["nights"] == {"online": 2, "river_batch": 0, "lightgbm": 1}
+
+
+def test_the_process_pool_gives_the_same_nights(
+    fleet: Path, nightly: tuple[dict[str, Any], Path]
+) -> None:
+    out = fleet / "nightly-pool"
+    result = CliRunner().invoke(
+        cli.app,
+        [
+            "replay", str(fleet / "history.parquet"), "--oracle", str(fleet / "oracle.parquet"),
+            "--out", str(out), "--no-report", "--nightly", "--nights", str(NIGHTS),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "what served" in result.output and "nightly.csv" in result.output
+    pooled = json.loads((out / "summary.json").read_text())["nightly"]
+    assert pooled["workers"] >= 1
+    pd.testing.assert_frame_equal(
+        pd.read_csv(out / NIGHTLY_FILE), pd.read_csv(nightly[1] / NIGHTLY_FILE)
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--nights", "3"], "--nights needs --nightly"),
+        (["--nightly", "--holdout-hardware", "H100-SXM"], "--nightly needs the in-process core"),
+    ],
+)
+def test_nightly_options_that_do_not_go_together(
+    fleet: Path, tmp_path: Path, extra: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(
+        cli.app, ["replay", str(fleet / "history.parquet"), "--out", str(tmp_path), *extra]
+    )
+    assert result.exit_code == 2
+    assert message in result.output

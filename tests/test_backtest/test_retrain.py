@@ -1,0 +1,175 @@
+"""Tests of ``leap-stream retrain`` (leap_stream.backtest.retrain): the saved batch models
+record what they were trained on, load back to the same predictions, and refuse to load when
+anything they record does not match."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import shutil
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from leap_stream import cli
+from leap_stream.backtest import retrain as retrain_module
+from leap_stream.backtest.nightly import plan_cutoffs
+from leap_stream.backtest.retrain import (
+    MANIFEST_FILE,
+    PAYLOAD_FILE,
+    ModelStoreError,
+    load_models,
+    replay_snapshots,
+    train_snapshot,
+)
+from leap_stream.core.catalog import Catalog
+from leap_stream.data.fleet import FleetConfig, generate_fleet
+from leap_stream.data.history import iter_events
+
+FLEET = FleetConfig(days=4, jobs_per_day=300, seed=21)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory, hw_catalog: Catalog) -> Path:
+    out = tmp_path_factory.mktemp("retrain-fleet")
+    generate_fleet(FLEET, out, hw_catalog, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def saved(fleet: Path) -> tuple[Path, datetime]:
+    """The command line's model directory, at the last day's midnight."""
+    cutoff = plan_cutoffs(fleet / "history.parquet", 1)[0]
+    out = fleet / "models"
+    result = CliRunner().invoke(
+        cli.app,
+        ["retrain", str(fleet / "history.parquet"), "--until", cutoff.date().isoformat(),
+         "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "payload sha256" in result.output
+    return out, cutoff
+
+
+def _jobs(fleet: Path, n: int = 60) -> list[dict[str, Any]]:
+    jobs = []
+    for kind, event in iter_events(fleet / "history.parquet"):
+        if kind == "submitted":
+            jobs.append(event)
+        if len(jobs) == n:
+            break
+    return jobs
+
+
+def _copy(saved: tuple[Path, datetime], tmp_path: Path) -> Path:
+    target = tmp_path / "models"
+    shutil.copytree(saved[0], target)
+    return target
+
+
+def test_the_manifest_records_cutoff_data_features_libraries_and_sha256(
+    saved: tuple[Path, datetime],
+) -> None:
+    out, cutoff = saved
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    assert manifest["cutoff"] == cutoff.isoformat()
+    assert datetime.fromisoformat(manifest["data"]["last_completion"]) < cutoff
+    assert manifest["data"]["examples"] > 500
+    assert len(manifest["features"]["fingerprint"]) == 64
+    assert set(manifest["libraries"]) == {"python", "numpy", "scipy", "river", "lightgbm"}
+    payload = (out / PAYLOAD_FILE).read_bytes()
+    assert manifest["payload"]["sha256"] == hashlib.sha256(payload).hexdigest()
+    assert manifest["models"] == ["lightgbm", "river_batch"]
+
+
+def test_saved_models_load_back_to_the_same_predictions(
+    saved: tuple[Path, datetime], fleet: Path, hw_catalog: Catalog
+) -> None:
+    out, cutoff = saved
+    loaded = load_models(out, hw_catalog, expect_cutoff=cutoff)
+    (snapshot,) = replay_snapshots(fleet / "history.parquet", hw_catalog, [cutoff])
+    online = pickle.loads(snapshot.online)
+    trained = train_snapshot(snapshot.examples, online.encoder, online=online)
+    for job in _jobs(fleet):
+        for name in ("river_batch", "lightgbm"):
+            model, again = trained[name], loaded.models[name]
+            np.testing.assert_array_equal(
+                again.predict_many(again.encoder.job(job)),
+                model.predict_many(model.encoder.job(job)),
+            )
+
+
+def test_a_changed_payload_is_refused_before_it_is_read(
+    saved: tuple[Path, datetime], tmp_path: Path, hw_catalog: Catalog
+) -> None:
+    models = _copy(saved, tmp_path)
+    payload = bytearray((models / PAYLOAD_FILE).read_bytes())
+    payload[len(payload) // 2] ^= 0xFF
+    (models / PAYLOAD_FILE).write_bytes(bytes(payload))
+    with pytest.raises(ModelStoreError, match=r"sha256 .* differs .* changed after it was saved"):
+        load_models(models, hw_catalog)
+
+
+def test_a_manifest_that_misstates_the_payload_is_refused(
+    saved: tuple[Path, datetime], tmp_path: Path, hw_catalog: Catalog
+) -> None:
+    models = _copy(saved, tmp_path)
+    manifest = json.loads((models / MANIFEST_FILE).read_text())
+    manifest["cutoff"] = "2030-01-01T00:00:00+00:00"
+    (models / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(ModelStoreError, match="cutoff: the manifest says 2030-01-01"):
+        load_models(models, hw_catalog)
+
+
+def test_another_cutoff_than_the_one_expected_is_refused(
+    saved: tuple[Path, datetime], hw_catalog: Catalog
+) -> None:
+    out, cutoff = saved
+    with pytest.raises(ModelStoreError, match=r"cutoff .* expected"):
+        load_models(out, hw_catalog, expect_cutoff=cutoff.replace(year=cutoff.year + 1))
+
+
+def test_other_library_versions_are_refused(
+    saved: tuple[Path, datetime], hw_catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    versions = retrain_module._libraries()
+    monkeypatch.setattr(
+        retrain_module, "_libraries", lambda: {**versions, "lightgbm": "0.0.1", "river": "0.1"}
+    )
+    with pytest.raises(ModelStoreError) as refused:
+        load_models(saved[0], hw_catalog)
+    message = str(refused.value)
+    assert f"lightgbm {versions['lightgbm']} saved, 0.0.1 here" in message
+    assert f"river {versions['river']} saved, 0.1 here" in message
+
+
+def test_another_catalog_or_feature_set_is_refused(
+    saved: tuple[Path, datetime], hw_catalog: Catalog
+) -> None:
+    fewer = Catalog(list(hw_catalog)[:-1])
+    with pytest.raises(ModelStoreError, match="hardware catalog"):
+        load_models(saved[0], fewer)
+    first = next(iter(hw_catalog))
+    faster = first.model_copy(update={"memory_bw_tbps": first.memory_bw_tbps * 2})
+    changed = Catalog([faster, *list(hw_catalog)[1:]])
+    with pytest.raises(ModelStoreError, match="feature set"):
+        load_models(saved[0], changed)
+
+
+def test_retrain_refuses_a_cutoff_before_any_completion(fleet: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli.app,
+        ["retrain", str(fleet / "history.parquet"), "--until", "2000-01-01",
+         "--out", str(tmp_path / "none")],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "no succeeded completion before 2000-01-01" in result.output
+    result = CliRunner().invoke(
+        cli.app, ["retrain", str(fleet / "history.parquet"), "--until", "soon", "--out", "x"]
+    )
+    assert result.exit_code == 2 and "not a date" in result.output

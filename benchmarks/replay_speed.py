@@ -10,7 +10,8 @@ Without ``--fleet`` the fleet is generated in a temporary directory; with ``--fl
 reused when ``DIR/history.parquet`` exists and generated there otherwise. Generation runs in a
 child process so that the peak RSS printed is the replay's own (plus the imports).
 
-The replay runs with the oracle (decisions scored) and without the HTML report. Printed: events
+The replay runs with the oracle (decisions scored; ``--no-oracle``: without, as issue 7's target
+of 25,000 events/s is stated) and without the HTML report. Printed: events
 replayed, events/s (the replay loop, as ``summary.json`` reports it), wall time of the whole
 ``replay()`` call (setup and summary writing included), peak RSS before and after it, and, unless
 ``--no-split``, the cost per event of each step of the loop. The split wraps about ten methods
@@ -39,11 +40,13 @@ from leap_stream.backtest.metrics import Backtest
 from leap_stream.core import leap as core
 from leap_stream.core.catalog import default_catalog
 from leap_stream.core.eligibility import EligibilityRules
+from leap_stream.core.features import FeatureEncoder
 from leap_stream.core.model import ThroughputModel
 
 # (label, owner, attribute, parent label or None): each step of the replay loop that gets timed.
-# A child's time is inside its parent's (rank_candidates: inside both rankers' on_submitted); the
-# parents do not overlap, so their sum plus "other" is the whole loop.
+# A child's time is inside its parent's (rank_candidates: inside both rankers' on_submitted;
+# FeatureEncoder.job: inside the model's ranking and learning); the parents do not overlap, so
+# their sum plus "other" is the whole loop.
 STEPS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("read + decode history", replay, "iter_events", None),
     ("eligibility", EligibilityRules, "check", None),
@@ -59,6 +62,7 @@ STEPS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("model: learn a completion", core.LeapCore, "on_completed", None),
     ("learn_one", ThroughputModel, "learn_one", "model: learn a completion"),
     ("lookup: learn a completion", core.LookupRanker, "on_completed", None),
+    ("encode a job", FeatureEncoder, "job", "the model's ranking and learning"),
 )
 
 
@@ -124,8 +128,9 @@ def ensure_fleet(fleet: Path, days: int, jobs_per_day: int, seed: int) -> None:
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
 
 
-def run(fleet: Path, out: Path, split: bool) -> None:
-    """Replay ``fleet`` with its oracle and no report; print speed, memory and the split."""
+def run(fleet: Path, out: Path, split: bool, oracle: bool = True) -> None:
+    """Replay ``fleet`` (with its oracle unless told) and no report; print speed, memory and
+    the split."""
     catalog = default_catalog()
     rss_before = peak_rss_mb()
     timer = StepTimer()
@@ -138,7 +143,7 @@ def run(fleet: Path, out: Path, split: bool) -> None:
             fleet / "history.parquet",
             out,
             catalog,
-            oracle=fleet / "oracle.parquet",
+            oracle=fleet / "oracle.parquet" if oracle else None,
             progress=False,
             report=False,
         )
@@ -195,11 +200,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--no-split", dest="split", action="store_false", help="skip the per-step timers"
     )
+    parser.add_argument(
+        "--no-oracle", dest="oracle", action="store_false", help="replay without the oracle"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="leap-replay-speed-") as tmp:
         fleet = args.fleet or Path(tmp, "fleet")
         ensure_fleet(fleet, args.days, args.jobs_per_day, args.seed)
-        run(fleet, Path(tmp, "replay"), args.split)
+        run(fleet, Path(tmp, "replay"), args.split, args.oracle)
 
 
 if __name__ == "__main__":

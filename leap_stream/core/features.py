@@ -24,6 +24,7 @@ FLOP/s / (6 x parameters x tokens per sample))``: what the model learns is then 
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,41 @@ _PEAK_OVER_LINK = _TYPE_COMMUNICATION + 1
 _OFFSETS = np.array(COMMUNICATION_OFFSETS)[:, None]
 
 _ONES = (1.0,) * 6  # the six one-hots of a pair (see FeatureEncoder.onehot_keys)
+# What encoding a JobSubmitted record reads, in the order of the key its JobFeatures are cached by.
+_JOB_FIELDS = ("model_family", "model_type", "precision", "framework", "param_count",
+               "global_batch_size", "seq_len", "num_devices", "tensor_parallel",
+               "pipeline_parallel")  # fmt: skip
+_job_key = operator.itemgetter(*_JOB_FIELDS)
+# Entries per generation of the recent-jobs caches (see _Recent): a submission's own job is
+# encoded again at its completion and as its lineage's reference, seconds to days later.
+JOB_CACHE_SIZE = 4096
+NUMERIC_CACHE_SIZE = 1024
+
+
+class _Recent:
+    """A bounded cache of recent entries: two generations of dicts, the older dropped when the
+    newer fills up (an entry read from the older moves to the newer), so memory stays bounded
+    and what is in use stays."""
+
+    __slots__ = ("new", "old", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.new: dict[Any, Any] = {}
+        self.old: dict[Any, Any] = {}
+
+    def get(self, key: Any) -> Any:
+        value = self.new.get(key)
+        if value is None:
+            value = self.old.pop(key, None)
+            if value is not None:
+                self.put(key, value)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        if len(self.new) >= self.size:
+            self.old, self.new = self.new, {}
+        self.new[key] = value
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +131,27 @@ class FeatureEncoder:
         self._name_cache: dict[
             tuple[str, str, str, str], tuple[tuple[str, ...], tuple[str, ...]]
         ] = {}
+        self._start_recent()
 
     _CACHES = ("_onehot_cache", "_numeric_cache", "_pair_cache", "_name_cache")
+    _RECENT = ("_job_cache", "_numeric_by_job")
+
+    def _start_recent(self) -> None:
+        # JobFeatures by the fields job() reads; a job's full numeric() by what it depends on
+        self._job_cache = _Recent(JOB_CACHE_SIZE)
+        self._numeric_by_job = _Recent(NUMERIC_CACHE_SIZE)
 
     def __getstate__(self) -> dict[str, Any]:
         # the caches are most of a pickled model and rebuild themselves on first use
-        return {k: ({} if k in self._CACHES else v) for k, v in self.__dict__.items()}
+        return {
+            k: ({} if k in self._CACHES else v)
+            for k, v in self.__dict__.items()
+            if k not in self._RECENT
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._start_recent()
 
     def _names(self, key: tuple[str, str, str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         names = self._name_cache.get(key)
@@ -133,7 +184,21 @@ class FeatureEncoder:
         return names
 
     def job(self, job: dict[str, Any]) -> JobFeatures:
-        """The shared part of a JobSubmitted record's features."""
+        """The shared part of a JobSubmitted record's features (the same, immutable object for
+        records with the same configuration, while it is recent)."""
+        # A submission is encoded again when it completes, and as its lineage's reference at
+        # the next submissions: most calls repeat a recent configuration.
+        try:
+            key = _job_key(job)
+        except KeyError:  # seq_len may be left out
+            key = tuple([job.get(name) for name in _JOB_FIELDS])
+        features = self._job_cache.get(key)
+        if features is None:
+            features = self._encode(job)
+            self._job_cache.put(key, features)
+        return features
+
+    def _encode(self, job: dict[str, Any]) -> JobFeatures:
         family, framework, precision = job["model_family"], job["framework"], job["precision"]
         key = (family, job["model_type"], precision, framework)
         shared_names, numeric_names = self._names(key)
@@ -164,6 +229,7 @@ class FeatureEncoder:
                 math.log2(max(int(job["pipeline_parallel"]), 1)) / 3.0,
             ]
         )
+        values.flags.writeable = False  # shared by every record of this configuration
         return JobFeatures(
             key=key,
             shared_names=shared_names,
@@ -206,12 +272,24 @@ class FeatureEncoder:
 
     def numeric(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
         """Per-hardware numeric features (rows: ``job.numeric_names``; columns: ``positions``,
-        or every catalog type when None)."""
+        or every catalog type when None, then read-only)."""
+        # Element by element the same numbers whichever columns are asked for: a job's full
+        # table is computed once while it is recent, and subsets are gathered from it.
+        key = (job.precision_index, job.num_devices, job.log_comm_over_work)
+        features = self._numeric_by_job.get(key)
+        if features is None:
+            features = self._numeric_all(job)
+            features.flags.writeable = False
+            self._numeric_by_job.put(key, features)
+        return features if positions is None else features[:, positions]
+
+    def _numeric_all(self, job: JobFeatures) -> np.ndarray:
+        """:meth:`numeric` of every catalog type, computed afresh."""
         key = (job.precision_index, job.num_devices)
         table = self._numeric_cache.get(key)
         if table is None:
             table = self._numeric_cache[key] = self._numeric_table(job)
-        features = table.copy() if positions is None else table[:, positions]
+        features = table.copy()
         # Gradient all-reduce time over compute time by the textbook estimate, as
         # log(1 + ratio): the share of a step spent talking rather than computing. FLOPs per
         # sample are unknown for families without a sequence length, so the ratio is only known
@@ -268,10 +346,15 @@ class FeatureEncoder:
 
     def pair(self, job: JobFeatures, position: int) -> dict[str, float]:
         """The full feature dict of one (job, hardware) pair, as river sees it."""
-        values = [
+        return dict(
+            zip(self.pair_names(job, position), self.pair_values(job, position), strict=True)
+        )
+
+    def pair_values(self, job: JobFeatures, position: int) -> list[float]:
+        """The values of :meth:`pair`, in the order of :meth:`pair_names`."""
+        return [
             *job.shared_values.tolist(),
             *_ONES,
-            *self.numeric(job, np.array([position]))[:, 0].tolist(),
+            *self.numeric(job)[:, position].tolist(),
             job.log_devices,
         ]
-        return dict(zip(self.pair_names(job, position), values, strict=True))

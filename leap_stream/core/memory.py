@@ -1,7 +1,10 @@
 """How much device memory a training configuration needs: the memory-fit rule.
 
-One rule serves two sides: the fleet generator uses it as ground truth (a job that does not fit
-cannot run there) and the core uses it to mark candidates ineligible. It counts, per device:
+The core's estimate, used to mark candidates ineligible before ranking. It is an estimate, not
+the truth: the synthetic fleet decides what fits with a rule of its own
+(``leap_stream.data.fleet.memory_truth``: recompute choices, allocator fragmentation, vendor
+reserves), and what the estimate misses the core learns from out-of-memory failures
+(``memory_risk``). It counts, per device:
 
 - weights and gradients, sharded over tensor and pipeline parallelism;
 - optimizer state (Adam: fp32 master weights and two moments), additionally sharded over the
@@ -13,8 +16,8 @@ cannot run there) and the core uses it to mark candidates ineligible. It counts,
 Recommendation models are the exception: their embedding tables are sharded over every device
 (model-parallel embeddings), and train with a row-wise optimizer of negligible state.
 
-Works on scalars (pure Python: the core calls it once per submission) and on numpy arrays (the
-generator prices a day of attempts at once), through one formula. A family the rule does not know
+Works on scalars (pure Python: the core calls it once per submission) and on numpy arrays (many
+configurations at once), through one formula. A family the rule does not know
 is treated like a ViT (a non-sequence model of moderate activations).
 
 >>> round(float(required_memory_gb(7e9, "bf16", 8, 1, 1, 1024, 4096, "dense_llm")), 1)

@@ -1,10 +1,14 @@
-"""The online throughput model: a river linear regressor on log throughput, scored in batches.
+"""The online throughput model: AdaGrad linear regression on log throughput, scored in batches.
 
 It learns ``log(throughput) - baseline`` (:mod:`leap_stream.core.features`) from every succeeded
-completion with river's ``LinearRegression``; ``predict_many`` scores all of a submission's
-candidates at once by reading the regressor's weights (one dict lookup per one-hot, numpy for
-the rest) instead of one ``predict_one`` per candidate: the same numbers, an order of magnitude
-faster. ``predict_one`` goes through river itself, and the tests hold the two equal.
+completion, exactly as river's ``LinearRegression(optimizer=AdaGrad(lr), intercept_lr=0.05)``
+would, weight for weight: the same loss gradient, clipping, intercept step and AdaGrad
+accumulators, in the same order of floating-point operations. It does so on numpy arrays keyed by
+a column per feature name instead of river's dicts, several times faster. River's regressor stays
+the model's reference and its persisted form: :attr:`ThroughputModel.regressor` is brought up to
+date whenever it is read (and when the model is pickled), ``predict_one`` goes through it, and the
+tests hold the two learners equal and ``predict_many`` (all of a submission's candidates in one
+pass over the weight array) equal to river's ``predict_one``.
 
 >>> from leap_stream.core.catalog import default_catalog
 >>> from leap_stream.core.features import FeatureEncoder
@@ -23,11 +27,12 @@ faster. ``predict_one`` goes through river itself, and the tests hold the two eq
 
 from __future__ import annotations
 
+import collections
 import math
 from typing import Any
 
 import numpy as np
-from river import linear_model, optim
+from river import linear_model, optim, utils
 
 from leap_stream.core.features import FeatureEncoder, JobFeatures
 
@@ -36,20 +41,28 @@ __all__ = ["ThroughputModel"]
 # AdaGrad gives every one-hot its own step size: rare hardware and model types learn as fast as
 # the common ones, which plain SGD starves.
 LEARNING_RATE = 0.15
+INTERCEPT_LR = 0.05
+# AdaGrad's sum of squared gradients of a feature river has never learned (it is not among
+# river's weights): a sum of squares is never negative.
+_UNSEEN = -1.0
+# What pickles carry: river's regressor plus the model's own counts and column index (the layout
+# of earlier versions, which can load these pickles); the learner's arrays are rebuilt from river.
+_PERSISTED = ("encoder", "learned", "seen", "seen_by_family", "_column", "_mirror",
+              "_device_columns")  # fmt: skip
 
 
 class ThroughputModel:
     """Predicts log throughput (samples/s) of a job on hardware types; learns online.
 
-    River's regressor holds the weights; a dense numpy mirror of them, refreshed for the features
-    each ``learn_one`` touches, lets ``predict_many`` score all candidates with a few array
-    gathers.
+    The weights live in ``_mirror`` (one column per feature name, ``_column``) with AdaGrad's
+    sums of squared gradients in ``_g2``; ``regressor`` is river's ``LinearRegression`` holding
+    the same state, written back from the arrays when read.
     """
 
     def __init__(self, encoder: FeatureEncoder, learning_rate: float = LEARNING_RATE) -> None:
         self.encoder = encoder
-        self.regressor = linear_model.LinearRegression(
-            optimizer=optim.AdaGrad(learning_rate), intercept_lr=0.05, l2=0.0
+        self._river = linear_model.LinearRegression(
+            optimizer=optim.AdaGrad(learning_rate), intercept_lr=INTERCEPT_LR, l2=0.0
         )
         self.learned = 0
         # observations per hardware type: how much the model knows of each (cold start)
@@ -58,26 +71,95 @@ class ThroughputModel:
         self.seen_by_family: dict[str, np.ndarray] = {}
         self._column: dict[str, int] = {}
         self._mirror = np.zeros(1024)
-        # per job key: mirror columns of its shared, numeric and (per hardware) one-hot features
-        self._job_columns: dict[tuple[str, str, str, str], tuple[np.ndarray, ...]] = {}
+        self._g2 = np.full(1024, _UNSEEN)
         self._device_columns = self._columns([f"hw={h}:log_devices" for h in encoder.names])
+        self._start_learner()
+
+    # -- river as the persisted form -----------------------------------------------------------
 
     def __getstate__(self) -> dict[str, Any]:
+        state = {name: self.__dict__[name] for name in _PERSISTED}
         # per-job column lists are a cache over ``_column``: rebuilt on first use
-        return {**self.__dict__, "_job_columns": {}}
+        return {**state, "regressor": self.regressor, "_job_columns": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        self._river = state.pop("regressor")
+        self.__dict__.update(state)
+        self._start_learner()
+
+    @property
+    def regressor(self) -> linear_model.LinearRegression:
+        """River's regressor with everything learned so far (written back here when stale)."""
+        if self._river_stale:
+            self._write_river()
+        return self._river
+
+    def _start_learner(self) -> None:
+        """Take the settings and the state (weights, intercept, AdaGrad's sums) from river's
+        regressor into the arrays, and empty the caches."""
+        river = self._river
+        optimizer = river.optimizer
+        if not (
+            type(optimizer) is optim.AdaGrad
+            and type(optimizer.lr) is optim.schedulers.Constant
+            and type(river.intercept_lr) is optim.schedulers.Constant
+            and type(river.loss) is optim.losses.Squared
+            and type(river.initializer) is optim.initializers.Zeros
+            and river.l1 == 0
+            and river.l2 == 0
+        ):
+            raise ValueError(f"the learner reproduces AdaGrad without penalties only: {river}")
+        self._lr = optimizer.lr.learning_rate
+        self._eps = optimizer.eps
+        self._intercept_lr = river.intercept_lr.learning_rate
+        self._clip = river.clip_gradient
+        self._intercept = river.intercept
+        self._iterations = optimizer.n_iterations
+        weights = river._weights.to_dict()
+        self._g2 = np.full(len(self._mirror), _UNSEEN)
+        columns = self._columns(list(weights))
+        self._mirror[columns] = list(weights.values())
+        self._g2[columns] = [optimizer.g2.get(name, 0.0) for name in weights]
+        self._river_stale = False
+        self._job_columns: dict[tuple[str, str, str, str], tuple[np.ndarray, ...]] = {}
+        self._pair_columns: dict[
+            tuple[tuple[str, str, str, str], int], tuple[np.ndarray, list[int] | None]
+        ] = {}
+
+    def _write_river(self) -> None:
+        """Write the arrays back into river's regressor, as its own learn_one would have left it
+        (keys in column order; nothing river computes depends on their order)."""
+        river = self._river
+        names = list(self._column)  # columns are numbered in insertion order
+        learned = np.flatnonzero(self._g2 != _UNSEEN).tolist()
+        keys = [names[c] for c in learned]
+        river._weights = utils.VectorDict(
+            dict(zip(keys, self._mirror[learned].tolist(), strict=True))
+        )
+        river.optimizer.g2 = collections.defaultdict(
+            float, zip(keys, self._g2[learned].tolist(), strict=True)
+        )
+        river.optimizer.n_iterations = self._iterations
+        river.intercept = self._intercept
+        self._river_stale = False
+
+    # -- feature columns -------------------------------------------------------------------------
 
     def _columns(self, names: list[str]) -> np.ndarray:
-        """Mirror columns of feature ``names`` (new names get a zero weight)."""
+        """Columns of feature ``names`` (new names get a zero weight)."""
         column = self._column
         for name in names:
             if name not in column:
                 column[name] = len(column)
         if len(column) > len(self._mirror):
-            self._mirror = np.r_[self._mirror, np.zeros(max(len(column), len(self._mirror)))]
+            grow = max(len(column), len(self._mirror))
+            self._mirror = np.r_[self._mirror, np.zeros(grow)]
+            self._g2 = np.r_[self._g2, np.full(grow, _UNSEEN)]
         return np.array([column[name] for name in names], dtype=np.int64)
 
     def _columns_of(self, job: JobFeatures) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Mirror columns of a job's shared, numeric and per-hardware one-hot features."""
+        """Columns of a job's shared, numeric and per-hardware one-hot features."""
         columns = self._job_columns.get(job.key)
         if columns is None:
             onehot_names = [k for per_hw in self.encoder.onehot_keys(job) for k in per_hw]
@@ -88,22 +170,47 @@ class ThroughputModel:
             )
         return columns
 
+    def _pair_columns_of(
+        self, job: JobFeatures, position: int
+    ) -> tuple[np.ndarray, list[int] | None]:
+        """Columns of one pair's features in river's order (``FeatureEncoder.pair_names``), and
+        which of its values each takes (None: all, in order; else a repeated name keeps its first
+        place and last value, as in a dict)."""
+        key = (job.key, position)
+        cached = self._pair_columns.get(key)
+        if cached is None:
+            shared, numeric, onehot = self._columns_of(job)
+            device = self._device_columns[position : position + 1]
+            columns = np.concatenate((shared, onehot[position], numeric, device))
+            take = None
+            if len(set(columns.tolist())) < len(columns):  # a name repeats (none does today)
+                names = self.encoder.pair_names(job, position)
+                last = {name: i for i, name in enumerate(names)}
+                first = list(dict.fromkeys(names))
+                take = [last[name] for name in first]
+                columns = self._columns(first)
+            cached = self._pair_columns[key] = (columns, take)
+        return cached
+
+    # -- prediction --------------------------------------------------------------------------
+
     def predict_many(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
         """log throughput of ``job`` on each catalog position in ``positions`` (None: all)."""
-        shared_columns, numeric_columns, onehot_columns = self._columns_of(job)
+        columns = self._job_columns.get(job.key)
+        shared_columns, numeric_columns, onehot_columns = columns or self._columns_of(job)
         device_columns = self._device_columns
         if positions is not None:
             onehot_columns = onehot_columns[positions]
             device_columns = device_columns[positions]
         mirror = self._mirror
-        scalar = self.regressor.intercept + float(mirror[shared_columns] @ job.shared_values)
-        return (
-            self.encoder.baseline(job, positions)
-            + mirror[numeric_columns] @ self.encoder.numeric(job, positions)
-            + mirror[onehot_columns].sum(axis=1)
-            + mirror[device_columns] * job.log_devices
-            + scalar
-        )
+        scalar = self._intercept + float(mirror[shared_columns] @ job.shared_values)
+        # the sum in this order, in place (the baseline is a new array)
+        log_throughput = self.encoder.baseline(job, positions)
+        log_throughput += mirror[numeric_columns] @ self.encoder.numeric(job, positions)
+        log_throughput += np.add.reduce(mirror[onehot_columns], axis=1)  # .sum(), no wrapper
+        log_throughput += mirror[device_columns] * job.log_devices
+        log_throughput += scalar
+        return log_throughput
 
     def predict_one(self, job: JobFeatures, position: int) -> float:
         """The same prediction for one candidate, through river's own ``predict_one``."""
@@ -111,20 +218,50 @@ class ThroughputModel:
         baseline = float(self.encoder.baseline(job)[position])
         return baseline + self.regressor.predict_one(x)
 
+    # -- learning ----------------------------------------------------------------------------
+
     def learn_one(self, job: JobFeatures, position: int, log_throughput: float) -> None:
-        """Learn from one measured throughput (already net of the lineage's own offset)."""
+        """Learn from one measured throughput (already net of the lineage's own offset).
+
+        River's ``LinearRegression.learn_one`` with AdaGrad on the pair's feature dict, step for
+        step, on the arrays.
+        """
         if not math.isfinite(log_throughput):
             return
-        # A zero-valued feature gets a zero gradient: leaving it out changes no weight and
-        # spares the optimizer's per-feature loop.
-        x = {name: value for name, value in self.encoder.pair(job, position).items() if value}
-        baseline = float(self.encoder.baseline(job)[position])
-        self.regressor.learn_one(x, log_throughput - baseline)
-        # refresh the mirror for exactly the features river just updated
-        self._columns_of(job)  # registers every feature of this job's pairs
-        column = self._column
-        get = self.regressor._weights.get  # river's VectorDict: read, never written here
-        self._mirror[[column[name] for name in x]] = [get(name, 0.0) for name in x]
+        pair = self._pair_columns.get((job.key, position))
+        columns, take = pair or self._pair_columns_of(job, position)
+        x = self.encoder.pair_values(job, position)
+        if take is not None:
+            x = [x[i] for i in take]
+        weights = self._mirror[columns].tolist()
+        sums = self._g2[columns].tolist()
+        baseline = self.encoder.log_peak_by_precision[job.precision_index, position] + (
+            math.log(job.num_devices) - job.log_work
+        )
+        target = log_throughput - float(baseline)
+        # River is fed the nonzero features only: a zero has a zero gradient, and it stays out
+        # of river's weights. The loss gradient: 2 (prediction - target), the dot product summed
+        # in the dict's order, clipped.
+        dot = 0.0
+        for w, v in zip(weights, x, strict=True):
+            if v:
+                dot += w * v
+        gradient = 2 * ((dot + self._intercept) - target)
+        gradient = float(max(min(gradient, self._clip), -self._clip))
+        self._intercept -= self._intercept_lr * gradient
+        # AdaGrad: g2 += g ** 2; w -= lr / (g2 + eps) ** 0.5 * g, in Python floats (``**`` is
+        # libm's pow, which numpy's square and sqrt do not always match to the last bit)
+        lr, eps = self._lr, self._eps
+        for i, v in enumerate(x):
+            if v:
+                g = v * gradient
+                g2 = sums[i] if sums[i] != _UNSEEN else 0.0
+                sums[i] = g2 = g2 + g**2
+                weights[i] -= lr / (g2 + eps) ** 0.5 * g
+        self._g2[columns] = sums  # the zeros' entries go back unchanged
+        self._mirror[columns] = weights
+        self._iterations += 1
+        self._river_stale = True
         self.learned += 1
         self.seen[position] += 1
         self.family_seen(job.family)[position] += 1

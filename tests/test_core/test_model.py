@@ -1,4 +1,5 @@
-"""Tests of leap_stream.core.model: batch scoring equals river's predict_one, learning, pickling."""
+"""Tests of leap_stream.core.model: its learner equals river's, batch scoring equals river's
+predict_one, learning, pickling."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from river import linear_model, optim
 
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.features import FeatureEncoder, JobFeatures
 from leap_stream.core.hardware import HardwareArrays
-from leap_stream.core.model import ThroughputModel
+from leap_stream.core.model import INTERCEPT_LR, LEARNING_RATE, ThroughputModel
 
 JOBS: list[dict[str, Any]] = [
     {"model_type": "resnet-50", "model_family": "cnn", "framework": "pytorch",
@@ -144,3 +146,153 @@ def test_pickle_round_trip_gives_the_same_predictions(model: ThroughputModel) ->
         m.learn_one(features[1], 7, 10.0)
     for job in features:
         np.testing.assert_array_equal(copy.predict_many(job), model.predict_many(job))
+
+
+# -- the learner against river's own (the contract of ThroughputModel.learn_one) ---------------
+
+
+def _river_reference() -> linear_model.LinearRegression:
+    """A plain river regressor with the model's settings."""
+    return linear_model.LinearRegression(
+        optimizer=optim.AdaGrad(LEARNING_RATE), intercept_lr=INTERCEPT_LR, l2=0.0
+    )
+
+
+def _river_learn(
+    river: linear_model.LinearRegression,
+    model: ThroughputModel,
+    job: JobFeatures,
+    position: int,
+    log_throughput: float,
+) -> None:
+    """What ThroughputModel.learn_one did through river before it learned on arrays."""
+    if not math.isfinite(log_throughput):
+        return
+    x = {name: value for name, value in model.encoder.pair(job, position).items() if value}
+    river.learn_one(x, log_throughput - float(model.encoder.baseline(job)[position]))
+
+
+def _random_jobs(model: ThroughputModel, rng: np.random.Generator, n: int) -> list[JobFeatures]:
+    """Varied jobs: families, types, precisions, sizes, parallelism (zero-valued features too:
+    no sequence length, tensor/pipeline parallelism 1, 10^9 parameters)."""
+    families = {"cnn": ["resnet-50", "vgg-16"], "dense_llm": ["llm-7b", "llm-70b"],
+                "encoder": ["bert-large"], "moe": ["mixtral-8x7b"]}  # fmt: skip
+    jobs = []
+    for _ in range(n):
+        family = str(rng.choice(list(families)))
+        devices = int(rng.choice([1, 2, 4, 8, 16, 64, 256]))
+        jobs.append(model.encoder.job({
+            "model_type": str(rng.choice(families[family])), "model_family": family,
+            "framework": str(rng.choice(["pytorch", "jax", "tensorflow"])),
+            "precision": str(rng.choice(["fp32", "bf16", "fp16", "fp8"])),
+            "param_count": int(rng.choice([25_000_000, 1_000_000_000, 7_000_000_000])),
+            "global_batch_size": devices * int(rng.choice([1, 8, 32])),
+            "seq_len": None if family == "cnn" else int(rng.choice([512, 4096])),
+            "num_devices": devices, "tensor_parallel": int(rng.choice([1, 1, 2, 8])),
+            "pipeline_parallel": int(rng.choice([1, 1, 4])),
+        }))  # fmt: skip
+    return jobs
+
+
+def _assert_same_state(
+    model: ThroughputModel, river: linear_model.LinearRegression, rtol: float = 1e-12
+) -> None:
+    ours = model.regressor
+    assert ours is not river
+    weights, expected = ours._weights.to_dict(), river._weights.to_dict()
+    assert weights.keys() == expected.keys()
+    names = list(expected)
+    np.testing.assert_allclose([weights[k] for k in names], [expected[k] for k in names], rtol=rtol)
+    g2 = ours.optimizer.g2
+    assert g2.keys() == river.optimizer.g2.keys()
+    np.testing.assert_allclose(
+        [g2[k] for k in names], [river.optimizer.g2[k] for k in names], rtol=rtol
+    )
+    assert ours.intercept == pytest.approx(river.intercept, rel=rtol)
+    assert ours.optimizer.n_iterations == river.optimizer.n_iterations
+
+
+def test_learner_equals_river_adagrad_linear_regression(model: ThroughputModel) -> None:
+    rng = np.random.default_rng(7)
+    river = _river_reference()
+    jobs = _random_jobs(model, rng, 60)
+    n = len(model.encoder.hw)
+    for step in range(3000):
+        job, position = jobs[int(rng.integers(len(jobs)))], int(rng.integers(n))
+        # roofline plus an efficiency, now and then a wild or a non-finite measurement
+        target = float(model.encoder.baseline(job)[position] + rng.normal(-1.0, 0.7))
+        if step % 500 == 499:
+            target = float(rng.choice([math.nan, math.inf, 80.0]))
+        model.learn_one(job, position, target)
+        _river_learn(river, model, job, position, target)
+        if step % 1000 == 999:  # reading river's form in between does not disturb learning
+            _assert_same_state(model, river)
+    _assert_same_state(model, river)
+    # in fact bit for bit: the replay's figures depend on it
+    assert model.regressor._weights.to_dict() == river._weights.to_dict()
+    assert model.regressor.intercept == river.intercept
+    for job in jobs[:5]:
+        _assert_batch_equals_river(model, job)
+
+
+def test_learner_clips_the_gradient_as_river_does(model: ThroughputModel) -> None:
+    river = _river_reference()
+    job = _features(model)[1]
+    for target in (1e13, -1e13, 5.0, 1e12):  # |2 (prediction - target)| past river's 1e12 clip
+        model.learn_one(job, 3, target)
+        _river_learn(river, model, job, 3, target)
+    _assert_same_state(model, river)
+    assert abs(river.intercept) > 1e10  # the clip was reached
+
+
+def test_a_name_repeated_in_a_pair_is_one_feature_as_in_river(model: ThroughputModel) -> None:
+    # a family named like a precision and a framework: "hw=...|bf16" and "vendor=...|jax"
+    # twice in each pair; river's dict keeps one of each
+    odd = model.encoder.job({**JOBS[1], "model_family": "bf16", "precision": "bf16",
+                             "framework": "bf16"})  # fmt: skip
+    names = model.encoder.pair_names(odd, 0)
+    assert len(set(names)) < len(names)
+    river = _river_reference()
+    for step in range(40):
+        position = step % len(model.encoder.hw)
+        for job in (odd, _features(model)[0]):
+            target = float(model.encoder.baseline(job)[position]) - 1.0
+            model.learn_one(job, position, target)
+            _river_learn(river, model, job, position, target)
+    _assert_same_state(model, river)
+    # (predict_many, unlike river's predict_one, would count such a one-hot twice: no real
+    # family, precision and framework share a name)
+
+
+def test_a_restored_model_keeps_learning_as_river_does(model: ThroughputModel) -> None:
+    # a pickle carries river's regressor (weights, intercept, AdaGrad's sums): the learner
+    # restarts from it, so the copy and river go on learning alike
+    rng = np.random.default_rng(3)
+    river = _river_reference()
+    jobs = _random_jobs(model, rng, 20)
+    n = len(model.encoder.hw)
+
+    def learn(m: ThroughputModel, steps: int) -> None:
+        for _ in range(steps):
+            job, position = jobs[int(rng.integers(len(jobs)))], int(rng.integers(n))
+            target = float(m.encoder.baseline(job)[position] + rng.normal(-1.0, 0.5))
+            m.learn_one(job, position, target)
+            _river_learn(river, m, job, position, target)
+
+    learn(model, 500)
+    restored = pickle.loads(pickle.dumps(model))
+    assert restored.regressor._weights.to_dict() == river._weights.to_dict()
+    learn(restored, 500)
+    _assert_same_state(restored, river)
+    for job in jobs[:3]:
+        _assert_batch_equals_river(restored, job)
+
+
+def test_the_pickle_keeps_the_earlier_layout(model: ThroughputModel) -> None:
+    # the river regressor under ``regressor`` and the column index, as earlier versions wrote
+    _learn_some(model, 50)
+    state = model.__getstate__()
+    assert set(state) == {"encoder", "regressor", "learned", "seen", "seen_by_family",
+                          "_column", "_mirror", "_job_columns", "_device_columns"}  # fmt: skip
+    assert isinstance(state["regressor"], linear_model.LinearRegression)
+    assert state["regressor"].optimizer.n_iterations == 50

@@ -1,0 +1,105 @@
+"""Tests of leap_stream.core.features: the caches give the same numbers as a fresh encoding."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+
+from leap_stream.core import features
+from leap_stream.core.catalog import Catalog
+from leap_stream.core.features import FeatureEncoder, JobFeatures
+from leap_stream.core.hardware import HardwareArrays
+
+JOB: dict[str, Any] = {
+    "model_type": "llm-7b", "model_family": "dense_llm", "framework": "jax", "precision": "fp8",
+    "param_count": 7_000_000_000, "global_batch_size": 1024, "seq_len": 4096, "num_devices": 64,
+    "tensor_parallel": 4, "pipeline_parallel": 2,
+}  # fmt: skip
+
+
+@pytest.fixture
+def encoder(hw_catalog: Catalog) -> FeatureEncoder:
+    return FeatureEncoder(HardwareArrays.from_catalog(hw_catalog))
+
+
+def _fields(job: JobFeatures) -> dict[str, Any]:
+    return {name: getattr(job, name) for name in JobFeatures.__slots__}
+
+
+def _assert_same_job(a: JobFeatures, b: JobFeatures) -> None:
+    fa, fb = _fields(a), _fields(b)
+    np.testing.assert_array_equal(fa.pop("shared_values"), fb.pop("shared_values"))
+    assert fa == fb
+
+
+def test_a_repeated_configuration_is_encoded_once(encoder: FeatureEncoder) -> None:
+    job = encoder.job(JOB)
+    # the same object for an equal record (another dict, other fields, equal numbers) ...
+    assert encoder.job({**JOB, "job_id": "other", "param_count": 7e9}) is job
+    # ... and the numbers of a fresh encoding; shared, so read-only
+    _assert_same_job(job, FeatureEncoder(encoder.hw).job(JOB))
+    assert not job.shared_values.flags.writeable
+    other = encoder.job({**JOB, "num_devices": 128})
+    assert other is not job and other.num_devices == 128
+
+
+def test_seq_len_may_be_left_out(encoder: FeatureEncoder) -> None:
+    cnn = {**JOB, "model_family": "cnn", "seq_len": None}
+    without = {k: v for k, v in cnn.items() if k != "seq_len"}
+    _assert_same_job(encoder.job(without), FeatureEncoder(encoder.hw).job(cnn))
+    with pytest.raises(KeyError):
+        encoder.job({k: v for k, v in JOB.items() if k != "framework"})
+
+
+def test_the_recent_caches_stay_bounded(
+    hw_catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(features, "JOB_CACHE_SIZE", 8)
+    monkeypatch.setattr(features, "NUMERIC_CACHE_SIZE", 4)
+    encoder = FeatureEncoder(HardwareArrays.from_catalog(hw_catalog))
+    fresh = FeatureEncoder(HardwareArrays.from_catalog(hw_catalog))
+    kept = encoder.job(JOB)
+    for batch in range(1, 100):
+        job = encoder.job({**JOB, "global_batch_size": 64 * batch})
+        np.testing.assert_array_equal(encoder.numeric(job), fresh._numeric_all(job))
+        assert encoder.job(JOB) is kept  # in use: it stays
+    for cache in (encoder._job_cache, encoder._numeric_by_job):
+        assert len(cache.new) <= cache.size and len(cache.old) <= cache.size
+
+
+def test_numeric_subsets_are_the_full_table_gathered(encoder: FeatureEncoder) -> None:
+    n = len(encoder.names)
+    for record in (JOB, {**JOB, "num_devices": 8, "tensor_parallel": 1, "precision": "bf16"}):
+        job = encoder.job(record)
+        full = encoder.numeric(job)
+        assert full.shape == (len(job.numeric_names), n) and not full.flags.writeable
+        np.testing.assert_array_equal(full, FeatureEncoder(encoder.hw)._numeric_all(job))
+        subset = np.array([n - 1, 3, 0, 3])
+        np.testing.assert_array_equal(encoder.numeric(job, subset), full[:, subset])
+        for position in range(n):  # as a single column, bit for bit
+            one = encoder.numeric(job, np.array([position]))[:, 0]
+            np.testing.assert_array_equal(one, full[:, position])
+
+
+def test_pair_values_follow_pair_names(encoder: FeatureEncoder) -> None:
+    job = encoder.job(JOB)
+    h100 = encoder.hw.index["H100-SXM"]
+    names, values = encoder.pair_names(job, h100), encoder.pair_values(job, h100)
+    assert len(names) == len(values) == len(set(names))
+    pair = encoder.pair(job, h100)
+    assert list(pair) == list(names) and list(pair.values()) == values
+    assert pair["hw=H100-SXM"] == 1.0 and pair["dense_llm:log_params"] == job.shared_values[4]
+    numeric = encoder.numeric(job)[:, h100].tolist()
+    assert [pair[name] for name in job.numeric_names] == numeric
+
+
+def test_a_pickled_encoder_drops_its_caches(encoder: FeatureEncoder) -> None:
+    job = encoder.job(JOB)
+    encoder.numeric(job)
+    copy = pickle.loads(pickle.dumps(encoder))
+    assert not copy._job_cache.new and not copy._numeric_by_job.new
+    _assert_same_job(copy.job(JOB), job)
+    np.testing.assert_array_equal(copy.numeric(copy.job(JOB)), encoder.numeric(job))

@@ -76,6 +76,15 @@ CatalogOption = Annotated[
         dir_okay=False,
     ),
 ]
+OracleOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--oracle",
+        help="The history's oracle (true throughput everywhere): adds decision figures.",
+        exists=True,
+        dir_okay=False,
+    ),
+]
 
 
 @contextmanager
@@ -505,15 +514,7 @@ def replay_command(
         Path,
         typer.Option("--out", help="Directory for summary.json, daily.csv and report.html."),
     ],
-    oracle: Annotated[
-        Path | None,
-        typer.Option(
-            "--oracle",
-            help="The history's oracle (true throughput everywhere): adds decision figures.",
-            exists=True,
-            dir_okay=False,
-        ),
-    ] = None,
+    oracle: OracleOption = None,
     catalog: CatalogOption = None,
     batch_rows: Annotated[
         int, typer.Option("--batch-rows", min=1, help="History rows read at a time.")
@@ -701,6 +702,69 @@ def retrain_command(
     table.add_row("payload sha256", manifest["payload"]["sha256"])
     table.add_row("seconds", f"{time.perf_counter() - began:.1f}")
     console.print(table)
+
+
+@app.command("ablate")
+def ablate_command(
+    history: Annotated[
+        Path,
+        typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="Directory for ablation.csv, ablation.md, ablation.html, variants/."
+        ),
+    ],
+    oracle: OracleOption = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--variant",
+            metavar="NAME",
+            help="Replay only these variants (repeatable; full is always replayed).",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", min=0, help="Processes (default: the machine's cores)."),
+    ] = None,
+    catalog: CatalogOption = None,
+    lineage_half_life: LineageHalfLife = HALF_LIFE_DAYS,
+) -> None:
+    """Replay with one input group removed at a time: what each is worth (docs/ablation.md).
+
+    Variants: full, then no_<group> for each of prior_throughput, hardware_specs,
+    job_configuration, interactions, roofline and learned_model; the lookup table's row comes
+    from the full replay.
+    """
+    from leap_stream.backtest.ablation import VARIANTS, ablate, table_cells
+
+    known = {v.name: v for v in VARIANTS}
+    unknown = sorted(set(only or ()) - known.keys())
+    if unknown:
+        err_console.print(f"unknown variant(s): {', '.join(unknown)} (known: {', '.join(known)})")
+        raise typer.Exit(2)
+    chosen = [v for v in VARIANTS if not only or v.name == "full" or v.name in only]
+    began = time.perf_counter()
+    table = ablate(
+        history,
+        out,
+        _load_catalog(catalog),
+        oracle=oracle,
+        variants=chosen,
+        workers=workers,
+        lineage_half_life_days=lineage_half_life,
+    )
+    header, rows = table_cells(table)
+    view = Table(title=f"ablation of {history.name} (in brackets: points from full)")
+    for column in header[:-1]:  # what each variant removed: in ablation.md
+        first = column == "variant"
+        view.add_column(column, justify="left" if first else "right", no_wrap=first)
+    for row in rows:
+        view.add_row(*row[:-1])
+    console.print(view)
+    console.print(f"written to {out} in {time.perf_counter() - began:.0f} s")
 
 
 @app.command("evaluate")

@@ -404,9 +404,12 @@ class _Session:
         holdout_first: int = HOLDOUT_FIRST,
         lineage_half_life_days: float = HALF_LIFE_DAYS,
         pick_feedback: bool = True,
+        without: Collection[str] = (),
     ) -> None:
         self.pick_feedback = pick_feedback
-        self.core = LeapCore(catalog, lineage_half_life_days=lineage_half_life_days)
+        self.core = LeapCore(
+            catalog, lineage_half_life_days=lineage_half_life_days, without=without
+        )
         self.lookup = LookupRanker(catalog)
         self.backtest = Backtest(interval_level=self.core.intervals.level)
         self.truths = OracleStream(oracle, self.core.hw.index) if oracle else None
@@ -513,6 +516,7 @@ def replay(
     lineage_half_life_days: float = HALF_LIFE_DAYS,
     pick_feedback: bool = True,
     nightly: NightlyOptions | None = None,
+    without: Collection[str] = (),
 ) -> dict[str, Any]:
     """Replay ``history`` through the core; write summary.json, daily.csv and report.html.
 
@@ -549,6 +553,9 @@ def replay(
         Also retrain batch models at each of the last nights and score each on the next day's
         attempts (:mod:`leap_stream.backtest.nightly`): adds ``nightly.csv``, the summary's
         ``nightly`` block and its plot. Not with ``rankings`` or ``holdout_hardware``.
+    without
+        Input groups the online core leaves out (:mod:`leap_stream.core.inputs`; an ablation,
+        see :mod:`leap_stream.backtest.ablation`). Not with ``rankings`` or ``nightly``.
 
     Returns
     -------
@@ -565,9 +572,11 @@ def replay(
         raise ValueError(f"holdout_first must be >= 1, got {holdout_first}")
     if nightly is not None and (holdout or rankings is not None):
         raise ValueError("a nightly replay needs the in-process core learning every completion")
+    if without and (nightly is not None or rankings is not None):
+        raise ValueError("input groups are left out of the in-process online core only")
     out_dir.mkdir(parents=True, exist_ok=True)
     session = _Session(
-        catalog, oracle, holdout, holdout_first, lineage_half_life_days, pick_feedback
+        catalog, oracle, holdout, holdout_first, lineage_half_life_days, pick_feedback, without
     )
     counts = session.counts
     rejects: list[Reject] | None = None if strict else []

@@ -47,7 +47,7 @@ from matplotlib.ticker import PercentFormatter
 from leap_stream.backtest.metrics import source_label
 from leap_stream.core.ranking import SOURCES
 
-__all__ = ["write_report"]
+__all__ = ["blank_figure", "embedded", "html_page", "write_report"]
 
 MODEL_COLOR = "#1f77b4"
 LOOKUP_COLOR = "#ff7f0e"
@@ -148,18 +148,27 @@ def write_report(
         if figure is None:
             sections.append('<p class="muted">Nothing to plot: no attempt has these figures.</p>')
             continue
-        alt = html.escape(heading, quote=True)
-        sections.append(
-            f'<figure><img alt="{alt}" src="data:image/png;base64,{_png(figure)}">'
-            f"<figcaption>{caption}</figcaption></figure>"
-        )
-    page = (
+        sections.append(embedded(figure, heading, caption))
+    Path(path).write_text(html_page(title, sections), encoding="utf-8")
+
+
+def html_page(title: str, sections: Sequence[str]) -> str:
+    """A self-contained page: ``title``, the report's style, the ``sections`` (HTML)."""
+    return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
         + "\n".join(sections)
         + "\n</body>\n</html>\n"
     )
-    Path(path).write_text(page, encoding="utf-8")
+
+
+def embedded(figure: Figure, alt: str, caption: str) -> str:
+    """``figure`` as an inline PNG with its (HTML) caption."""
+    alt = html.escape(alt, quote=True)
+    return (
+        f'<figure><img alt="{alt}" src="data:image/png;base64,{_png(figure)}">'
+        f"<figcaption>{caption}</figcaption></figure>"
+    )
 
 
 # -- tables ------------------------------------------------------------------------------------
@@ -520,7 +529,7 @@ def _nightly_plot(frame: pd.DataFrame) -> Figure | None:
     frame = frame[frame["predicted"] > 0]
     if frame.empty:
         return None
-    figure = _figure(9.5, 3.8)
+    figure = blank_figure(9.5, 3.8)
     days = pd.to_datetime(frame["day"])
     ax = _time_axes(figure, days.drop_duplicates().reset_index(drop=True))
     for model, (color, style) in _NIGHTLY_STYLE.items():
@@ -600,7 +609,8 @@ _SAVINGS_CAPTION = (
 )
 
 
-def _figure(width: float, height: float) -> Figure:
+def blank_figure(width: float, height: float) -> Figure:
+    """An empty figure drawn on Agg (no pyplot state)."""
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)  # render with Agg, without pyplot's global state
     return figure
@@ -670,7 +680,7 @@ def _share_plot(
 ) -> Figure | None:
     if daily.empty:
         return None
-    figure = _figure(9.5, 3.6)
+    figure = blank_figure(9.5, 3.6)
     ax = _time_axes(figure, daily["day"])
     if not _lines(ax, daily, series):
         return None
@@ -712,7 +722,7 @@ def _coverage_plot(daily: pd.DataFrame) -> Figure | None:
 def _calibration_plot(calibration: pd.DataFrame, nominal: float) -> Figure | None:
     if calibration.empty:
         return None
-    figure = _figure(11, 3.6)
+    figure = blank_figure(11, 3.6)
     grid = figure.add_gridspec(1, 3)
     ax = _time_axes(figure, calibration["day"], grid[0, :2])
     overall = calibration[calibration["source"] == "all"].sort_values("day")
@@ -761,7 +771,7 @@ def _breakdown_plot(table: pd.DataFrame, key: str) -> Figure | None:
     if table.empty:
         return None
     k = len(table)
-    figure = _figure(9.5, 1.0 + 0.32 * k)
+    figure = blank_figure(9.5, 1.0 + 0.32 * k)
     ax = figure.add_subplot()
     positions = np.arange(k)[::-1]  # most attempts on top
     height = 0.4
@@ -789,7 +799,7 @@ def _source_plot(summary: Mapping[str, Any]) -> Figure | None:
         return None
     oracle = (summary.get("oracle_ceiling") or {}).get("by_source", {})
     k = len(rows)
-    figure = _figure(9.5, 1.2 + 0.45 * k)
+    figure = blank_figure(9.5, 1.2 + 0.45 * k)
     grid = figure.add_gridspec(1, 2)
     positions = np.arange(k)[::-1]  # the core's order, top down
     labels = [f"{label}  (n={f['n']:,})" for _, label, f in rows]
@@ -823,7 +833,7 @@ def _source_plot(summary: Mapping[str, Any]) -> Figure | None:
 def _savings_plot(daily: pd.DataFrame) -> Figure | None:
     if daily.empty:
         return None
-    figure = _figure(9.5, 3.6)
+    figure = blank_figure(9.5, 3.6)
     ax = _time_axes(figure, daily["day"])
     drawn = _lines(
         ax,

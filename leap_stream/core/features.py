@@ -32,6 +32,7 @@ import numpy as np
 
 from leap_stream.core.events import PRECISIONS
 from leap_stream.core.hardware import HardwareArrays
+from leap_stream.core.inputs import check_groups
 
 __all__ = ["ASSUMED_MFU", "FeatureEncoder", "JobFeatures"]
 
@@ -108,10 +109,16 @@ class JobFeatures:
 
 
 class FeatureEncoder:
-    """Builds feature dicts (for river) and the same features as arrays (for batch scoring)."""
+    """Builds feature dicts (for river) and the same features as arrays (for batch scoring).
 
-    def __init__(self, hw: HardwareArrays) -> None:
+    ``without``: input groups left out (:mod:`leap_stream.core.inputs`; an ablation): the
+    encoder's own are ``hardware_specs``, ``job_configuration``, ``interactions`` and
+    ``roofline``.
+    """
+
+    def __init__(self, hw: HardwareArrays, without: frozenset[str] = frozenset()) -> None:
         self.hw = hw
+        self.without = check_groups(without)
         self.names = hw.names.tolist()
         self.vendors = [str(v) for v in hw.vendor_names]
         # natural logs of the spec sheet: peak FLOP/s (one row per precision), bytes/s
@@ -120,6 +127,14 @@ class FeatureEncoder:
         self.log_bandwidth = np.log(np.maximum(hw.memory_bw_tbps, 1e-6) * 1e12)
         self.log_interconnect = np.log(np.maximum(hw.interconnect_gbps, 1e-6) * 1e9)
         self.log_scale_out = np.log(np.maximum(hw.scale_out_gbps, 1e-6) * 1e9)
+        self.devices_per_node = hw.devices_per_node
+        if "hardware_specs" in self.without:  # every type looks like the median part
+            for name in ("log_peak_by_precision", "log_bandwidth", "log_interconnect",
+                         "log_scale_out", "devices_per_node"):  # fmt: skip
+                figures = getattr(self, name)
+                median = np.median(figures, axis=-1, keepdims=True)
+                setattr(self, name, np.ascontiguousarray(np.broadcast_to(median, figures.shape)))
+        self.roofline = "roofline" not in self.without
         # Numeric features are log ratios to the peak, centred on the catalog's median part, so
         # a slope of 0 means "compute-bound" and 1 means "bound by that resource instead".
         bf16 = self.log_peak_by_precision[PRECISIONS.index("bf16")]
@@ -151,12 +166,19 @@ class FeatureEncoder:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        # pickles from before input groups could be left out
+        self.__dict__.setdefault("without", frozenset())
+        self.__dict__.setdefault("devices_per_node", self.hw.devices_per_node)
+        self.__dict__.setdefault("roofline", True)
         self._start_recent()
 
     def _names(self, key: tuple[str, str, str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         names = self._name_cache.get(key)
         if names is None:
             family, model_type, precision, framework = key
+            # without the job x hardware terms a slope per family or model type becomes one
+            # slope for all: the job's part of the name is a wildcard
+            tag, type_tag = ("*", "*") if "interactions" in self.without else (family, model_type)
             shared = (
                 f"family={family}",
                 f"type={model_type}",
@@ -172,13 +194,13 @@ class FeatureEncoder:
             # How throughput follows the hardware's figures differs by family, and within a
             # family by model type (compute-, memory- or communication-bound): slopes for each.
             numeric = (
-                f"{family}:bandwidth_per_flop",
-                *(f"{family}:communication/{k}" for k in COMMUNICATION_OFFSETS),
-                *(f"{family}:memory/{k}" for k in MEMORY_KNEES),
-                f"{family}:multi_node",
-                f"{family}:log_peak",
-                f"type={model_type}:bandwidth_per_flop",
-                f"type={model_type}:communication",
+                f"{tag}:bandwidth_per_flop",
+                *(f"{tag}:communication/{k}" for k in COMMUNICATION_OFFSETS),
+                *(f"{tag}:memory/{k}" for k in MEMORY_KNEES),
+                f"{tag}:multi_node",
+                f"{tag}:log_peak",
+                f"type={type_tag}:bandwidth_per_flop",
+                f"type={type_tag}:communication",
             )
             names = self._name_cache[key] = (shared, numeric)
         return names
@@ -229,6 +251,8 @@ class FeatureEncoder:
                 math.log2(max(int(job["pipeline_parallel"]), 1)) / 3.0,
             ]
         )
+        if "job_configuration" in self.without:  # a zero is never learned from nor counted
+            values[:] = 0.0
         values.flags.writeable = False  # shared by every record of this configuration
         return JobFeatures(
             key=key,
@@ -256,6 +280,8 @@ class FeatureEncoder:
         keys = self._onehot_cache.get(job.key)
         if keys is None:
             fam, model_type, prec, fw = job.key
+            if "interactions" in self.without:  # one per type (or vendor): no job in them
+                fam, model_type, prec, fw = "family=*", "*", "precision=*", "framework=*"
             keys = [
                 (
                     f"hw={h}",
@@ -302,7 +328,7 @@ class FeatureEncoder:
     def _numeric_table(self, job: JobFeatures) -> np.ndarray:
         """The rows of :meth:`numeric` that depend on precision and device count only; the
         communication rows are placeholders, and one last row holds log(0.4 peak / link)."""
-        in_node = job.num_devices <= self.hw.devices_per_node
+        in_node = job.num_devices <= self.devices_per_node
         log_link = np.where(in_node, self.log_interconnect, self.log_scale_out)
         log_peak = self.log_peak_by_precision[job.precision_index]
         bandwidth = self.log_bandwidth - log_peak - self.centre_bandwidth
@@ -325,11 +351,20 @@ class FeatureEncoder:
         )
 
     def baseline(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
-        """log of the compute roofline: devices x peak FLOP/s / FLOPs per sample."""
+        """log of the compute roofline: devices x peak FLOP/s / FLOPs per sample (0 without
+        the ``roofline`` input group)."""
         log_peak = self.log_peak_by_precision[job.precision_index]
         if positions is not None:
             log_peak = log_peak[positions]
+        if not self.roofline:
+            return np.zeros(len(log_peak))
         return log_peak + (math.log(job.num_devices) - job.log_work)
+
+    def device_names(self) -> list[str]:
+        """Per hardware type, the name of its slope on the device count (a pair feature)."""
+        if "interactions" in self.without:
+            return [f"hw={h}|*:log_devices" for h in self.names]
+        return [f"hw={h}:log_devices" for h in self.names]
 
     def pair_names(self, job: JobFeatures, position: int) -> tuple[str, ...]:
         """Feature names of one (job, hardware) pair: shared, one-hots, numeric, devices."""
@@ -340,7 +375,7 @@ class FeatureEncoder:
                 *job.shared_names,
                 *self.onehot_keys(job)[position],
                 *job.numeric_names,
-                f"hw={self.names[position]}:log_devices",
+                self.device_names()[position],
             )
         return names
 

@@ -34,7 +34,7 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Collection, Mapping, MutableMapping
 from typing import Any, TypedDict
 
 import numpy as np
@@ -43,6 +43,7 @@ from leap_stream.core.catalog import Catalog
 from leap_stream.core.eligibility import Eligibility, EligibilityRules
 from leap_stream.core.events import JOB_CONFIG_FIELDS
 from leap_stream.core.features import FeatureEncoder, JobFeatures
+from leap_stream.core.inputs import check_groups
 from leap_stream.core.intervals import ConformalIntervals
 from leap_stream.core.lookup import LookupTable
 from leap_stream.core.memory_risk import MemoryRisk
@@ -137,13 +138,23 @@ class LeapCore:
         priors: MutableMapping[str, dict[str, Any]] | None = None,
         interval_level: float = 0.9,
         lineage_half_life_days: float = HALF_LIFE_DAYS,
+        without: Collection[str] = (),
     ) -> None:
         if not lineage_half_life_days > 0:
             raise ValueError(f"lineage_half_life_days must be > 0, not {lineage_half_life_days}")
         self.half_life = lineage_half_life_days
+        # input groups left out (leap_stream.core.inputs): an ablation, never the default
+        self.without = check_groups(without)
+        # without prior throughput every attempt is a lineage of its own: no earlier attempt
+        # of the same job is ever looked up
+        self._lineage_field = "job_id" if "prior_throughput" in self.without else "lineage_id"
         self.rules = EligibilityRules(catalog)
         self.hw = self.rules.hw
-        self.model = ThroughputModel(FeatureEncoder(self.hw))
+        encoder = FeatureEncoder(self.hw, self.without)
+        if "learned_model" in self.without:  # the weights and the intercept never move
+            self.model = ThroughputModel(encoder, learning_rate=0.0, intercept_lr=0.0)
+        else:
+            self.model = ThroughputModel(encoder)
         self.intervals = ConformalIntervals(level=interval_level)
         self.intervals.halfwidths(_SOURCES)  # cached from the start: a function of what it learned
         self.pairs = PairwiseTransfer(self.hw.names.tolist())
@@ -191,7 +202,7 @@ class LeapCore:
 
         now_ms = _time_ms(event)
         index = self.hw.index if event.get("candidate_hardware") is None else check.index
-        state = self.priors.get(event["lineage_id"])
+        state = self.priors.get(event[self._lineage_field])
         view = lineage_view(
             state,
             index,
@@ -365,7 +376,7 @@ class LeapCore:
         need = entry.get("memory_needed_gb")
         ratio = None if need is None else need / float(self.rules.usable_memory[position])
         if event.get("failure_reason") == OUT_OF_MEMORY:
-            lineage = submitted["lineage_id"]
+            lineage = submitted[self._lineage_field]
             self.priors[lineage] = mark_out_of_memory(
                 self.priors.get(lineage), hardware, config_signature(submitted), _time_ms(event)
             )
@@ -385,7 +396,7 @@ class LeapCore:
             abs_residual = abs(log_y - entry["log_pred"][i])
             predicted = math.exp(entry["log_pred"][i])
 
-        lineage = submitted["lineage_id"]
+        lineage = submitted[self._lineage_field]
         now_ms = _time_ms(event)
         state = self.priors.get(lineage)
         target = log_y - lineage_offset(state, now_ms, self.half_life)
@@ -405,7 +416,7 @@ class LeapCore:
         )
         example: LearnExample = {
             "job_id": event["job_id"],
-            "lineage_id": lineage,
+            "lineage_id": submitted["lineage_id"],
             "event_time": event["event_time"],
             "job": {name: submitted[name] for name in JOB_CONFIG_FIELDS},
             "hardware_type": hardware,

@@ -59,10 +59,15 @@ class ThroughputModel:
     the same state, written back from the arrays when read.
     """
 
-    def __init__(self, encoder: FeatureEncoder, learning_rate: float = LEARNING_RATE) -> None:
+    def __init__(
+        self,
+        encoder: FeatureEncoder,
+        learning_rate: float = LEARNING_RATE,
+        intercept_lr: float = INTERCEPT_LR,
+    ) -> None:
         self.encoder = encoder
         self._river = linear_model.LinearRegression(
-            optimizer=optim.AdaGrad(learning_rate), intercept_lr=INTERCEPT_LR, l2=0.0
+            optimizer=optim.AdaGrad(learning_rate), intercept_lr=intercept_lr, l2=0.0
         )
         self.learned = 0
         # observations per hardware type: how much the model knows of each (cold start)
@@ -72,7 +77,7 @@ class ThroughputModel:
         self._column: dict[str, int] = {}
         self._mirror = np.zeros(1024)
         self._g2 = np.full(1024, _UNSEEN)
-        self._device_columns = self._columns([f"hw={h}:log_devices" for h in encoder.names])
+        self._device_columns = self._columns(encoder.device_names())
         self._start_learner()
 
     # -- river as the persisted form -----------------------------------------------------------
@@ -235,8 +240,12 @@ class ThroughputModel:
             x = [x[i] for i in take]
         weights = self._mirror[columns].tolist()
         sums = self._g2[columns].tolist()
-        baseline = self.encoder.log_peak_by_precision[job.precision_index, position] + (
-            math.log(job.num_devices) - job.log_work
+        encoder = self.encoder
+        baseline = (
+            encoder.log_peak_by_precision[job.precision_index, position]
+            + (math.log(job.num_devices) - job.log_work)
+            if encoder.roofline
+            else 0.0
         )
         target = log_throughput - float(baseline)
         # River is fed the nonzero features only: a zero has a zero gradient, and it stays out

@@ -103,3 +103,60 @@ def test_a_pickled_encoder_drops_its_caches(encoder: FeatureEncoder) -> None:
     assert not copy._job_cache.new and not copy._numeric_by_job.new
     _assert_same_job(copy.job(JOB), job)
     np.testing.assert_array_equal(copy.numeric(copy.job(JOB)), encoder.numeric(job))
+
+
+# -- input groups left out (an ablation) -------------------------------------------------------
+
+
+def _without(encoder: FeatureEncoder, *groups: str) -> FeatureEncoder:
+    return FeatureEncoder(encoder.hw, frozenset(groups))
+
+
+def test_without_hardware_specs_every_type_reads_the_same_figures(
+    encoder: FeatureEncoder,
+) -> None:
+    full, ablated = encoder.job(JOB), _without(encoder, "hardware_specs")
+    job = ablated.job(JOB)
+    assert np.ptp(encoder.numeric(full), axis=1).max() > 0.1  # the full encoder tells them apart
+    table = ablated.numeric(job)
+    np.testing.assert_allclose(table, table[:, :1].repeat(table.shape[1], axis=1))
+    assert np.ptp(ablated.baseline(job)) == 0.0
+    # the one-hots still name each type: the model can learn them, not read them off a sheet
+    assert ablated.pair_names(job, 0) != ablated.pair_names(job, 1)
+
+
+def test_without_interactions_no_feature_names_both_the_job_and_the_hardware(
+    encoder: FeatureEncoder,
+) -> None:
+    ablated = _without(encoder, "interactions")
+    job = ablated.job(JOB)
+    job_words = ("dense_llm", "llm-7b", "fp8", "jax")
+    for position in range(len(encoder.names)):
+        names = ablated.pair_names(job, position)
+        assert len(set(names)) == len(names)
+        for name in set(names) - set(job.shared_names):  # what varies with the hardware
+            assert not any(word in name for word in job_words), name
+    # the full encoder has such terms, and both give the same values
+    full_names = encoder.pair_names(encoder.job(JOB), 0)
+    assert "hw=" + encoder.names[0] + "|type=llm-7b" in full_names
+    assert ablated.pair_values(job, 3) == encoder.pair_values(encoder.job(JOB), 3)
+
+
+def test_without_job_configuration_the_jobs_own_features_are_zero(
+    encoder: FeatureEncoder,
+) -> None:
+    job = _without(encoder, "job_configuration").job(JOB)
+    assert not job.shared_values.any()
+    assert encoder.job(JOB).shared_values.any()
+
+
+def test_without_the_roofline_the_target_is_raw_log_throughput(encoder: FeatureEncoder) -> None:
+    ablated = _without(encoder, "roofline")
+    assert not ablated.baseline(ablated.job(JOB)).any()
+    assert ablated.baseline(ablated.job(JOB), np.array([2, 0])).shape == (2,)
+    assert (encoder.baseline(encoder.job(JOB)) > 0).all()
+
+
+def test_an_unknown_group_is_refused(encoder: FeatureEncoder) -> None:
+    with pytest.raises(ValueError, match="unknown input group"):
+        _without(encoder, "specs")

@@ -7,6 +7,7 @@ injected mappings, and no crash on hardware the catalog lacks.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import pickle
@@ -20,11 +21,17 @@ from core_fixtures import completed_event, hours, submitted_event
 
 from leap_stream.core import LeapCore, LookupRanker
 from leap_stream.core.catalog import Catalog
+from leap_stream.core.inputs import INPUT_GROUPS
 from leap_stream.core.intervals import ConformalIntervals
 from leap_stream.core.priors import config_signature
 from leap_stream.core.ranking import Ranking
 
-PREDICTORS: dict[str, PredictorFactory] = {"online": LeapCore, "lookup": LookupRanker}
+PREDICTORS: dict[str, PredictorFactory] = {
+    "online": LeapCore,
+    "lookup": LookupRanker,
+    # an ablation's cores keep the contract too: only what they know changes
+    **{f"online_without_{g}": functools.partial(LeapCore, without={g}) for g in INPUT_GROUPS},
+}
 TWO = ["H100-SXM", "MI300X"]
 
 
@@ -275,3 +282,41 @@ def test_a_forgotten_lineage_starts_over_without_its_prior(hw_catalog: Catalog) 
 
     ranking = core.on_submitted(_sub("a2", "lin", 24.0 * 90))
     assert _at(ranking, TWO[0])[1] != "lineage_prior"
+
+
+# -- input groups left out (an ablation) -------------------------------------------------------
+
+
+def test_without_prior_throughput_a_lineage_never_meets_its_earlier_attempts(
+    hw_catalog: Catalog,
+) -> None:
+    cores = {
+        "full": LeapCore(hw_catalog),
+        "ablated": LeapCore(hw_catalog, without={"prior_throughput"}),
+    }
+    for core in cores.values():
+        core.on_submitted(_sub("a1", "lin", 0))
+        core.on_completed(_done("a1", "lin", 1, TWO[0], 1000.0))
+    full, ablated = (core.on_submitted(_sub("a2", "lin", 2)) for core in cores.values())
+    assert _at(full, TWO[0])[1] == "lineage_prior"
+    assert _at(full, TWO[0])[0] == pytest.approx(1000.0, rel=0.05)
+    assert _at(ablated, TWO[0])[1] != "lineage_prior"
+    assert {_at(ablated, h)[1] for h in TWO}.isdisjoint({"lineage_prior", "transfer"})
+
+
+def test_without_the_learned_model_predictions_do_not_move(hw_catalog: Catalog) -> None:
+    before = {}
+    for name, without in (("full", ()), ("ablated", ("learned_model",))):
+        core = LeapCore(hw_catalog, without=without)
+        before[name] = core.on_submitted(_sub("a0", "other", 0)).predicted.copy()
+        for i in range(30):  # other lineages: no prior reaches the new one
+            core.on_submitted(_sub(f"a{i + 1}", f"lin{i}", i))
+            core.on_completed(_done(f"a{i + 1}", f"lin{i}", i + 0.5, TWO[i % 2], 50.0))
+        after = core.on_submitted(_sub("new", "new", 40)).predicted
+        moved = not np.allclose(after, before[name])
+        assert moved == (name == "full"), name
+
+
+def test_an_unknown_input_group_is_refused(hw_catalog: Catalog) -> None:
+    with pytest.raises(ValueError, match="unknown input group"):
+        LeapCore(hw_catalog, without={"priors"})

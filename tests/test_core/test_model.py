@@ -235,6 +235,26 @@ def test_learner_equals_river_adagrad_linear_regression(model: ThroughputModel) 
         _assert_batch_equals_river(model, job)
 
 
+@pytest.mark.parametrize(
+    "groups", [("hardware_specs",), ("job_configuration",), ("interactions",), ("roofline",)]
+)
+def test_an_ablated_encoders_learner_still_equals_river(
+    hw_catalog: Catalog, groups: tuple[str, ...]
+) -> None:
+    encoder = FeatureEncoder(HardwareArrays.from_catalog(hw_catalog), frozenset(groups))
+    model, river = ThroughputModel(encoder), _river_reference()
+    rng = np.random.default_rng(3)
+    jobs = _random_jobs(model, rng, 20)
+    for _ in range(600):
+        job, position = jobs[int(rng.integers(len(jobs)))], int(rng.integers(len(encoder.hw)))
+        target = float(rng.normal(8.0, 2.0))
+        model.learn_one(job, position, target)
+        _river_learn(river, model, job, position, target)
+    _assert_same_state(model, river)
+    for job in jobs[:3]:
+        _assert_batch_equals_river(model, job)
+
+
 def test_learner_clips_the_gradient_as_river_does(model: ThroughputModel) -> None:
     river = _river_reference()
     job = _features(model)[1]

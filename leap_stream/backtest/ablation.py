@@ -54,7 +54,7 @@ LOOKUP_TABLE = "lookup_table"
 # The table's figures: (column, what it is), each a fraction; "points" columns are differences.
 FIGURES = (
     ("within_10pct", "within 10%"),
-    ("transfer_within_10pct", "transfers, within 10%"),
+    ("transfer_within_10pct", "transfers"),
     ("coverage", "coverage"),
     ("top1_regret", "top-1 regret"),
 )
@@ -213,7 +213,7 @@ def table_cells(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     points (no regret column without an oracle)."""
     has_regret = table["top1_regret"].notna().any()
     figures = [f for f in FIGURES if has_regret or f[0] != "top1_regret"]
-    header = ["variant", *(label for _, label in figures), "transfers scored", "removed"]
+    header = ["variant", *(label for _, label in figures), "n transfers", "removed"]
     rows = []
     for row in table.itertuples(index=False):
         cells = [

@@ -76,6 +76,10 @@ CatalogOption = Annotated[
         dir_okay=False,
     ),
 ]
+HistoryArgument = Annotated[
+    Path,
+    typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),
+]
 OracleOption = Annotated[
     Path | None,
     typer.Option(
@@ -506,10 +510,7 @@ def generate(
 
 @app.command("replay")
 def replay_command(
-    history: Annotated[
-        Path,
-        typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),
-    ],
+    history: HistoryArgument,
     out: Annotated[
         Path,
         typer.Option("--out", help="Directory for summary.json, daily.csv and report.html."),
@@ -645,10 +646,7 @@ def replay_command(
 
 @app.command("retrain")
 def retrain_command(
-    history: Annotated[
-        Path,
-        typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),
-    ],
+    history: HistoryArgument,
     until: Annotated[
         str,
         typer.Option(
@@ -706,10 +704,7 @@ def retrain_command(
 
 @app.command("ablate")
 def ablate_command(
-    history: Annotated[
-        Path,
-        typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),
-    ],
+    history: HistoryArgument,
     out: Annotated[
         Path,
         typer.Option(
@@ -769,10 +764,7 @@ def ablate_command(
 
 @app.command("evaluate")
 def evaluate_command(
-    history: Annotated[
-        Path,
-        typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),
-    ],
+    history: HistoryArgument,
     out: Annotated[
         Path, typer.Option("--out", help="Directory for evaluation.csv and summary.json.")
     ],
@@ -984,10 +976,7 @@ def import_neusight_command(
 
 @history_app.command("validate")
 def history_validate(
-    path: Annotated[
-        Path,
-        typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),
-    ],
+    path: HistoryArgument,
     oracle: Annotated[
         bool, typer.Option("--oracle", help="The file is an oracle table, not a history.")
     ] = False,

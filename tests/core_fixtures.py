@@ -40,6 +40,7 @@ from leap_stream.core.events import HISTORY_COLUMNS
 from leap_stream.data.history import events_to_table, write_history, write_oracle
 
 __all__ = [
+    "JOBS",
     "T0",
     "TINY_EVENTS",
     "TINY_ORACLE",
@@ -51,6 +52,20 @@ __all__ = [
 ]
 
 T0 = datetime(2025, 6, 2, tzinfo=UTC)
+
+# Three JobSubmitted configurations far apart (family, framework, precision, size, parallelism,
+# with and without a sequence length), for the model's tests.
+JOBS: list[dict[str, Any]] = [
+    {"model_type": "resnet-50", "model_family": "cnn", "framework": "pytorch",
+     "precision": "bf16", "param_count": 25_000_000, "global_batch_size": 512, "seq_len": None,
+     "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1},
+    {"model_type": "llm-7b", "model_family": "dense_llm", "framework": "jax",
+     "precision": "fp8", "param_count": 7_000_000_000, "global_batch_size": 1024,
+     "seq_len": 4096, "num_devices": 64, "tensor_parallel": 4, "pipeline_parallel": 2},
+    {"model_type": "bert-large", "model_family": "encoder", "framework": "tensorflow",
+     "precision": "fp32", "param_count": 340_000_000, "global_batch_size": 256,
+     "seq_len": 512, "num_devices": 1, "tensor_parallel": 1, "pipeline_parallel": 1},
+]  # fmt: skip
 
 
 def hours(h: float) -> datetime:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from core_fixtures import T0, completed_event, hours, submitted_event
+from core_fixtures import JOBS, T0, completed_event, hours, submitted_event
 
 from leap_stream.core import LeapCore
 from leap_stream.core.batch import (
@@ -25,18 +25,6 @@ from leap_stream.core.catalog import Catalog
 from leap_stream.core.features import FeatureEncoder
 from leap_stream.core.hardware import HardwareArrays
 from leap_stream.core.model import ThroughputModel
-
-JOBS: list[dict[str, Any]] = [
-    {"model_type": "resnet-50", "model_family": "cnn", "framework": "pytorch",
-     "precision": "bf16", "param_count": 25_000_000, "global_batch_size": 512, "seq_len": None,
-     "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1},
-    {"model_type": "llm-7b", "model_family": "dense_llm", "framework": "jax",
-     "precision": "fp8", "param_count": 7_000_000_000, "global_batch_size": 1024,
-     "seq_len": 4096, "num_devices": 64, "tensor_parallel": 4, "pipeline_parallel": 2},
-    {"model_type": "bert-large", "model_family": "encoder", "framework": "tensorflow",
-     "precision": "fp32", "param_count": 340_000_000, "global_batch_size": 256,
-     "seq_len": 512, "num_devices": 1, "tensor_parallel": 1, "pipeline_parallel": 1},
-]  # fmt: skip
 
 
 @pytest.fixture

@@ -5,28 +5,16 @@ from __future__ import annotations
 
 import math
 import pickle
-from typing import Any
 
 import numpy as np
 import pytest
+from core_fixtures import JOBS
 from river import linear_model, optim
 
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.features import FeatureEncoder, JobFeatures
 from leap_stream.core.hardware import HardwareArrays
 from leap_stream.core.model import INTERCEPT_LR, LEARNING_RATE, ThroughputModel
-
-JOBS: list[dict[str, Any]] = [
-    {"model_type": "resnet-50", "model_family": "cnn", "framework": "pytorch",
-     "precision": "bf16", "param_count": 25_000_000, "global_batch_size": 512, "seq_len": None,
-     "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1},
-    {"model_type": "llm-7b", "model_family": "dense_llm", "framework": "jax",
-     "precision": "fp8", "param_count": 7_000_000_000, "global_batch_size": 1024,
-     "seq_len": 4096, "num_devices": 64, "tensor_parallel": 4, "pipeline_parallel": 2},
-    {"model_type": "bert-large", "model_family": "encoder", "framework": "tensorflow",
-     "precision": "fp32", "param_count": 340_000_000, "global_batch_size": 256,
-     "seq_len": 512, "num_devices": 1, "tensor_parallel": 1, "pipeline_parallel": 1},
-]  # fmt: skip
 
 
 @pytest.fixture

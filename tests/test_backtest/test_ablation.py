@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 
 from leap_stream import cli
 from leap_stream.backtest.ablation import LOOKUP_TABLE, VARIANTS, Variant, ablate
+from leap_stream.backtest.nightly import NightlyOptions
+from leap_stream.backtest.replay import replay
 from leap_stream.core.catalog import Catalog
 from leap_stream.data.fleet import FleetConfig, generate_fleet
 
@@ -137,3 +139,15 @@ def test_the_cli_refuses_an_unknown_variant(fleet: Path, tmp_path: Path) -> None
     )
     assert result.exit_code == 2
     assert "unknown variant" in result.output
+
+
+def test_input_groups_are_left_out_of_the_in_process_online_core_only(
+    fleet: Path, hw_catalog: Catalog, tmp_path: Path
+) -> None:
+    history = fleet / "history.parquet"
+    options = {"nightly": NightlyOptions(nights=1, workers=0)}, {"rankings": lambda events: []}
+    for extra in options:
+        with pytest.raises(ValueError, match="in-process online core only"):
+            replay(history, tmp_path, hw_catalog, without={"roofline"}, **extra)
+    with pytest.raises(ValueError, match="unknown input group"):
+        replay(history, tmp_path, hw_catalog, without={"specs"}, progress=False, report=False)

@@ -399,13 +399,11 @@ def _generate(
     console.print(_fleet_table(stats, out, time.perf_counter() - began))
 
 
-def _nightly_options(nights: int | None) -> Any:
-    """replay --nightly's options (None without --nightly)."""
-    if nights is None:
-        return None
+def _nightly_options(nights: int, warmup: int | None) -> Any:
+    """replay --nightly's options."""
     from leap_stream.backtest.nightly import NightlyOptions
 
-    return NightlyOptions(nights=nights)
+    return NightlyOptions(nights=nights, warmup=warmup)
 
 
 def _replay(
@@ -423,7 +421,7 @@ def _replay(
     holdout_hardware: list[str] | None = None,
     holdout_first: int | None = None,
     lineage_half_life: float = HALF_LIFE_DAYS,
-    nights: int | None = None,
+    nightly: Any = None,
     pick_feedback: bool = True,
 ) -> None:
     from leap_stream.backtest.replay import HOLDOUT_FIRST, REJECTS_FILE, OracleError, replay
@@ -454,7 +452,7 @@ def _replay(
             lineage_half_life_days=lineage_half_life,
             holdout_hardware=holdout_hardware or (),
             holdout_first=HOLDOUT_FIRST if holdout_first is None else holdout_first,
-            nightly=_nightly_options(nights),
+            nightly=nightly,
             pick_feedback=pick_feedback,
         )
     console.print(summary_view(summary, title=title))
@@ -589,6 +587,15 @@ def replay_command(
         int | None,
         typer.Option("--nights", min=1, help="With --nightly: the nights retrained (default 30)."),
     ] = None,
+    warmup_nights: Annotated[
+        int | None,
+        typer.Option(
+            "--warmup-nights",
+            min=0,
+            help="With --nightly: nights retrained before the first counted one, for the "
+            "champion/challenger rule to read (default: the rule's window, 3).",
+        ),
+    ] = None,
     pick_feedback: Annotated[
         bool,
         typer.Option(
@@ -617,8 +624,8 @@ def replay_command(
         problem = "--holdout-hardware needs the in-process core, not --via-kafka"
     elif unknown := [name for name in held if name not in resolved.names]:
         problem = f"--holdout-hardware: not in the catalog: {', '.join(unknown)}"
-    elif nights is not None and not nightly:
-        problem = "--nights needs --nightly"
+    elif (nights is not None or warmup_nights is not None) and not nightly:
+        problem = "--nights and --warmup-nights need --nightly"
     elif nightly and (held or via_kafka is not None):
         problem = "--nightly needs the in-process core learning every completion"
     if problem:
@@ -639,7 +646,7 @@ def replay_command(
         held,
         holdout_first,
         lineage_half_life,
-        (nights or NIGHTS) if nightly else None,
+        _nightly_options(nights or NIGHTS, warmup_nights) if nightly else None,
         pick_feedback,
     )
 

@@ -112,6 +112,11 @@ class NightlyOptions:
         Processes training nights (None: the machine's cores; 0: in this process, no pool).
     rule, initial
         The champion/challenger rule and the model serving before any night was scored.
+    warmup
+        Nights retrained and scored before the first counted one, only for the rule to read:
+        a service that has been retraining has the record of the nights before, and without it
+        the first counted day would be served by ``initial`` for want of one. Left out of every
+        mean; flagged in ``nightly.csv``. Default: the rule's window.
     boosted_params, boosted_rounds
         The LightGBM challenger's settings.
     """
@@ -121,6 +126,7 @@ class NightlyOptions:
     workers: int | None = None
     rule: PromotionRule = field(default_factory=PromotionRule)
     initial: str = "online"
+    warmup: int | None = None
     boosted_params: Mapping[str, Any] = field(default_factory=lambda: dict(BOOSTED_PARAMS))
     boosted_rounds: int = BOOSTED_ROUNDS
 
@@ -129,6 +135,13 @@ class NightlyOptions:
             raise ValueError(f"nights must be >= 1, got {self.nights}")
         if self.initial not in CANDIDATES:
             raise ValueError(f"initial must be one of {', '.join(CANDIDATES)}, not {self.initial}")
+        if self.warmup is not None and self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+
+    @property
+    def warmup_nights(self) -> int:
+        """The warm-up nights asked for (the rule's window unless set)."""
+        return self.rule.window_days if self.warmup is None else self.warmup
 
 
 def _submission_days(history: Path, batch_rows: int, strict: bool) -> tuple[date, date]:
@@ -282,7 +295,11 @@ class NightlyRun:
         self.half_life = lineage_half_life_days
         self.batch_rows = batch_rows
         self.strict = strict
-        self.cutoffs = plan_cutoffs(history, options.nights, batch_rows=batch_rows, strict=strict)
+        self.cutoffs = plan_cutoffs(
+            history, options.nights + options.warmup_nights, batch_rows=batch_rows, strict=strict
+        )
+        # a short history keeps the counted nights and gives up warm-up ones first
+        self.warmup = max(len(self.cutoffs) - options.nights, 0)
         self.cutoff_ms = [c.timestamp() * 1000.0 for c in self.cutoffs]
         workers = machine_cores() if options.workers is None else options.workers
         self.workers = min(workers, len(self.cutoffs))
@@ -413,11 +430,13 @@ class NightlyRun:
             self.options.initial,
             examples={k: r.examples for k, r in self.results.items()},
             has_oracle=has_oracle,
+            warmup=self.warmup,
         )
         block = {
             "retrains": len(self.trained),
-            "nights": len(self.cutoffs),
-            "first_day": self.cutoffs[0].date().isoformat(),
+            "nights": len(self.cutoffs) - self.warmup,
+            "warmup_nights": self.warmup,
+            "first_day": self.cutoffs[self.warmup].date().isoformat(),
             "last_day": self.cutoffs[-1].date().isoformat(),
             "river_passes": self.options.passes,
             "boosted_rounds": self.options.boosted_rounds,
@@ -656,6 +675,7 @@ def nightly_figures(
     *,
     examples: Mapping[int, int] | None = None,
     has_oracle: bool = False,
+    warmup: int = 0,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The ``nightly.csv`` table (one row per night and model) and the summary's block.
 
@@ -673,6 +693,9 @@ def nightly_figures(
         Each night's snapshot size (examples), reported beside the batch models.
     has_oracle
         Whether costs were priced (the regret figures).
+    warmup
+        The first nights are warm-up ones (:class:`NightlyOptions`): in the table, flagged,
+        and out of the block's figures; the rule reads them.
     """
     cutoff_ms = [c.timestamp() * 1000.0 for c in cutoffs]
     decisions = serve(rows, cutoff_ms, rule, initial)
@@ -690,6 +713,7 @@ def nightly_figures(
                 "cutoff": cutoff.isoformat(),
                 "day": cutoff.date().isoformat(),
                 "model": model,
+                "warmup": k < warmup,
                 "served": decisions[k].serving == model,
                 "snapshot_examples": (examples or {}).get(k)
                 if model in ("river_batch", "lightgbm")
@@ -705,7 +729,8 @@ def nightly_figures(
                     record[f"{source}_{key}"] = mine[key]
             records.append(record)
     frame = pd.DataFrame.from_records(records)
-    return frame, _block(frame, decisions, cutoffs, rule, initial, has_oracle)
+    counted = frame[~frame["warmup"]]
+    return frame, _block(counted, decisions[warmup:], cutoffs[warmup:], rule, initial, has_oracle)
 
 
 def _mean(values: pd.Series) -> float | None:

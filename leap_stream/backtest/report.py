@@ -504,7 +504,8 @@ def _nightly_section(block: Mapping[str, Any], frame: pd.DataFrame) -> list[str]
         f"{block['last_day']} ({block['retrains']} retrains). Rule: a challenger serves from the "
         f"next day on when it beat the serving model by {_pct(rule['margin'])} within 10% over "
         f"the trailing {rule['window_days']} days, on at least {rule['min_attempts']:,} attempts "
-        f"completed by midnight; {rule['initial']} served first; "
+        f"completed by midnight, after {block.get('warmup_nights', 0)} warm-up nights it reads "
+        f"but that are not counted; {rule['initial']} served first; "
         f"{served['promotions']} promotions. What served against the best single model "
         f"({html.escape(str(served.get('best_single_model')))}): "
         + (_DASH if points is None else f"{points:+.1f} points".replace("-", "−"))
@@ -517,16 +518,12 @@ def _nightly_section(block: Mapping[str, Any], frame: pd.DataFrame) -> list[str]
     ]
     figure = _nightly_plot(frame)
     if figure is not None:
-        parts.append(
-            '<figure><img alt="Accuracy per night per model" '
-            f'src="data:image/png;base64,{_png(figure)}">'
-            f"<figcaption>{_NIGHTLY_CAPTION}</figcaption></figure>"
-        )
+        parts.append(embedded(figure, "Accuracy per night per model", _NIGHTLY_CAPTION))
     return parts
 
 
 def _nightly_plot(frame: pd.DataFrame) -> Figure | None:
-    frame = frame[frame["predicted"] > 0]
+    frame = frame[(frame["predicted"] > 0) & ~frame["warmup"]]
     if frame.empty:
         return None
     figure = blank_figure(9.5, 3.8)

@@ -24,6 +24,7 @@ from leap_stream.backtest.nightly import (
     MODELS,
     NIGHTLY_FILE,
     NightlyOptions,
+    NightlyRun,
     NightTask,
     nightly_figures,
     plan_cutoffs,
@@ -38,6 +39,7 @@ from leap_stream.core.promotion import PromotionRule
 from leap_stream.data.fleet import FleetConfig, generate_fleet
 
 NIGHTS = 2
+WARMUP = 1  # one night before the counted ones, for the rule to read
 FLEET = FleetConfig(days=5, jobs_per_day=300, seed=13)
 
 
@@ -59,7 +61,7 @@ def nightly(fleet: Path, hw_catalog: Catalog) -> tuple[dict[str, Any], Path]:
         oracle=fleet / "oracle.parquet",
         progress=False,
         report=True,
-        nightly=NightlyOptions(nights=NIGHTS, workers=0),
+        nightly=NightlyOptions(nights=NIGHTS, workers=0, warmup=WARMUP),
     )
     return summary, out
 
@@ -125,7 +127,10 @@ def test_every_model_is_scored_on_the_same_attempts_each_night(
 ) -> None:
     _, out = nightly
     table = pd.read_csv(out / NIGHTLY_FILE)
-    assert len(table) == NIGHTS * len(MODELS)
+    assert len(table) == (WARMUP + NIGHTS) * len(MODELS)
+    assert table["warmup"].tolist() == [True] * WARMUP * len(MODELS) + [False] * (
+        NIGHTS * len(MODELS)
+    )
     assert set(table["model"]) == set(MODELS)
     daily = pd.read_csv(out / "daily.csv")
     for day, rows in table.groupby("day"):
@@ -158,8 +163,12 @@ def test_the_summary_block_is_the_nights_means_and_what_served(
     summary, out = nightly
     block = summary["nightly"]
     assert json.loads((out / "summary.json").read_text())["nightly"] == block
-    assert block["retrains"] == block["nights"] == NIGHTS
+    assert block["nights"] == NIGHTS and block["warmup_nights"] == WARMUP
+    assert block["retrains"] == NIGHTS + WARMUP
     table = pd.read_csv(out / NIGHTLY_FILE)
+    assert block["first_day"] == table[~table["warmup"]]["day"].min()
+    warmup = table[table["warmup"]]
+    table = table[~table["warmup"]]  # the figures are the counted nights'
     for model in MODELS:
         mine = table[table["model"] == model]
         assert block["models"][model]["within_10pct"] == pytest.approx(
@@ -174,6 +183,10 @@ def test_the_summary_block_is_the_nights_means_and_what_served(
     )
     assert served["top1_regret"] is not None  # the replay had an oracle
     assert [d["serving"] for d in served["decisions"]] == table[table["served"]]["model"].tolist()
+    # the warm-up night was scored like the others, and the rule read it: the first counted
+    # decision had a record to go on
+    assert len(warmup) == WARMUP * len(MODELS) and warmup["n"].min() > 100
+    assert not served["decisions"][0]["reason"].startswith("0 attempts")
 
 
 def test_the_report_plots_accuracy_per_night(nightly: tuple[dict[str, Any], Path]) -> None:
@@ -238,6 +251,7 @@ def test_the_process_pool_gives_the_same_nights(
         [
             "replay", str(fleet / "history.parquet"), "--oracle", str(fleet / "oracle.parquet"),
             "--out", str(out), "--no-report", "--nightly", "--nights", str(NIGHTS),
+            "--warmup-nights", str(WARMUP),
         ],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -252,7 +266,8 @@ def test_the_process_pool_gives_the_same_nights(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--nights", "3"], "--nights needs --nightly"),
+        (["--nights", "3"], "--nights and --warmup-nights need --nightly"),
+        (["--warmup-nights", "0"], "--nights and --warmup-nights need --nightly"),
         (["--nightly", "--holdout-hardware", "H100-SXM"], "--nightly needs the in-process core"),
     ],
 )
@@ -264,3 +279,17 @@ def test_nightly_options_that_do_not_go_together(
     )
     assert result.exit_code == 2
     assert message in result.output
+
+
+@pytest.mark.parametrize(("nights", "warmup", "expected"), [(2, 1, 1), (3, 3, 1), (4, 3, 0)])
+def test_a_short_history_gives_up_warmup_nights_before_counted_ones(
+    fleet: Path, hw_catalog: Catalog, nights: int, warmup: int, expected: int
+) -> None:
+    # five days: four midnights after the first day's
+    run = NightlyRun(
+        fleet / "history.parquet", hw_catalog, NightlyOptions(nights, warmup=warmup, workers=0)
+    )
+    try:
+        assert (len(run.cutoffs), run.warmup) == (min(nights + warmup, 4), expected)
+    finally:
+        run.close()

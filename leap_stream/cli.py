@@ -329,8 +329,9 @@ def nightly_view(block: Mapping[str, Any]) -> Table:
     served = block["served"]
     rule = block["rule"]
     table = Table(
-        title=f"{block['retrains']} nightly retrains, each scored on the next day "
-        f"({block['first_day']} to {block['last_day']}), means over the nights",
+        title=f"{block['nights']} nightly retrains, each scored on the next day "
+        f"({block['first_day']} to {block['last_day']}), means over the nights"
+        + (f" (after {warmup} warm-up nights)" if (warmup := block.get("warmup_nights")) else ""),
         caption=f"served: a challenger beating the serving model by {_pct(rule['margin'])} "
         f"within 10% over the trailing {rule['window_days']} days; {served['promotions']} "
         f"promotions; vs the best single model ({served.get('best_single_model')}): "

@@ -7,6 +7,9 @@ Fixtures
 --------
 hw_catalog
     Session-scoped packaged catalog (:func:`leap_stream.core.catalog.default_catalog`).
+generated_fleet
+    Session-scoped: ``generated_fleet(FleetConfig(...))`` generates that synthetic fleet (history
+    and oracle) once for the session and returns its directory.
 tiny_history
     Writes :data:`TINY_EVENTS` as ``history.parquet`` and :data:`TINY_ORACLE` as
     ``oracle.parquet`` into the test's ``tmp_path``; returns a :class:`TinyHistory`.
@@ -26,7 +29,7 @@ Examples
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,6 +40,7 @@ import pytest
 
 from leap_stream.core.catalog import Catalog, default_catalog
 from leap_stream.core.events import HISTORY_COLUMNS
+from leap_stream.data.fleet import FleetConfig, generate_fleet
 from leap_stream.data.history import events_to_table, write_history, write_oracle
 
 __all__ = [
@@ -223,6 +227,23 @@ class TinyHistory:
 def hw_catalog() -> Catalog:
     """The packaged hardware catalog."""
     return default_catalog()
+
+
+@pytest.fixture(scope="session")
+def generated_fleet(
+    tmp_path_factory: pytest.TempPathFactory, hw_catalog: Catalog
+) -> Callable[[FleetConfig], Path]:
+    """Generate a synthetic fleet once per configuration for the session; return its directory."""
+    made: dict[FleetConfig, Path] = {}
+
+    def fleet(config: FleetConfig) -> Path:
+        if config not in made:
+            out = tmp_path_factory.mktemp(f"fleet-{config.days}d-seed{config.seed}")
+            generate_fleet(config, out, hw_catalog, progress=False)
+            made[config] = out
+        return made[config]
+
+    return fleet
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +21,15 @@ from leap_stream.backtest.ablation import LOOKUP_TABLE, VARIANTS, Variant, ablat
 from leap_stream.backtest.nightly import NightlyOptions
 from leap_stream.backtest.replay import replay
 from leap_stream.core.catalog import Catalog
-from leap_stream.data.fleet import FleetConfig, generate_fleet
+from leap_stream.data.fleet import FleetConfig
 
 FLEET = FleetConfig(days=4, jobs_per_day=300, seed=17)
 CHOSEN = [v for v in VARIANTS if v.name in ("full", "no_prior_throughput", "no_hardware_specs")]
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory, hw_catalog: Catalog) -> Path:
-    out = tmp_path_factory.mktemp("ablation-fleet")
-    generate_fleet(FLEET, out, hw_catalog, progress=False)
-    return out
+def fleet(generated_fleet: Callable[[FleetConfig], Path]) -> Path:
+    return generated_fleet(FLEET)
 
 
 @pytest.fixture(scope="module")

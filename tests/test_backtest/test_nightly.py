@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from leap_stream.backtest.retrain import replay_snapshots
 from leap_stream.core.batch import TrainingSet
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.promotion import PromotionRule
-from leap_stream.data.fleet import FleetConfig, generate_fleet
+from leap_stream.data.fleet import FleetConfig
 
 NIGHTS = 2
 WARMUP = 1  # one night before the counted ones, for the rule to read
@@ -44,10 +45,8 @@ FLEET = FleetConfig(days=5, jobs_per_day=300, seed=13)
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory, hw_catalog: Catalog) -> Path:
-    out = tmp_path_factory.mktemp("nightly-fleet")
-    generate_fleet(FLEET, out, hw_catalog, progress=False)
-    return out
+def fleet(generated_fleet: Callable[[FleetConfig], Path]) -> Path:
+    return generated_fleet(FLEET)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import hashlib
 import json
 import pickle
 import shutil
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,17 +29,15 @@ from leap_stream.backtest.retrain import (
     train_snapshot,
 )
 from leap_stream.core.catalog import Catalog
-from leap_stream.data.fleet import FleetConfig, generate_fleet
+from leap_stream.data.fleet import FleetConfig
 from leap_stream.data.history import iter_events
 
 FLEET = FleetConfig(days=4, jobs_per_day=300, seed=21)
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory, hw_catalog: Catalog) -> Path:
-    out = tmp_path_factory.mktemp("retrain-fleet")
-    generate_fleet(FLEET, out, hw_catalog, progress=False)
-    return out
+def fleet(generated_fleet: Callable[[FleetConfig], Path]) -> Path:
+    return generated_fleet(FLEET)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,6 @@ explains the figures and the rule.
 
 from __future__ import annotations
 
-import copy
 import math
 import multiprocessing
 import os
@@ -531,9 +530,8 @@ class NightlyTap:
             return
         rankings = {}
         for name, model in self.models.items():
-            shadow = copy.copy(core)  # shares every piece of state but the model
-            shadow.model = model
-            shadow.pending = {}
+            shadow = core.with_model(model, name)
+            shadow.pending = {}  # the online core's submission is the one completions join
             rankings[name] = shadow.on_submitted(event, check)
         self.flights[event["job_id"]] = _Flight(
             self.night, event, check.positions, bool(check.eligible.any()), truth, rankings

@@ -33,6 +33,7 @@ True
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Collection, Mapping, MutableMapping
 from typing import Any, TypedDict
@@ -163,11 +164,28 @@ class LeapCore:
         self.priors = {} if priors is None else priors
         self.type_counts: dict[str, int] = {}
         self.unmatched_completions = 0
+        self._model_version: str | None = None  # set on the rankers of with_model
 
     @property
     def model_version(self) -> str:
-        """Names the model state a ranking came from: how many completions it has learned."""
-        return f"online-{self.model.learned}"
+        """Names the model state a ranking came from: how many completions it has learned, or
+        the nightly model it ranks with (:meth:`with_model`)."""
+        return self._model_version or f"online-{self.model.learned}"
+
+    def with_model(self, model: Any, version: str) -> LeapCore:
+        """A core that ranks with ``model`` (a nightly model: ``predict_many``, ``seen``,
+        ``family_seen``, ``encoder``) and shares every other piece of this one's state: its
+        lineage priors, pending submissions, intervals, pairwise transfer and memory risk.
+
+        Rankings name ``version``. Take a new one after this core loads a model state: the
+        copy holds the state objects it was made with.
+        """
+        if model.encoder.names != self.model.encoder.names:
+            raise ValueError(f"{version} was trained over another hardware catalog")
+        ranker = copy.copy(self)
+        ranker.model = model
+        ranker._model_version = version
+        return ranker
 
     def evict_idle_lineages(self, now_ms: float, max_idle_days: float | None = None) -> int:
         """Forget lineages with no completion for ``max_idle_days``; return how many.

@@ -57,6 +57,7 @@ _HEADER_SIZE = len(MARKER) + _FINGERPRINT_SIZE
 ADDED_FIELDS: dict[str, tuple[str, ...]] = {
     "leap.v1.JobCompleted": ("failure_reason",),
     "leap.v1.LearnExample": ("reference", "memory_ratio", "out_of_memory"),
+    "leap.v1.ModelSnapshot": ("trained_until",),
 }
 
 

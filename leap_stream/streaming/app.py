@@ -7,6 +7,7 @@
     leap.jobs.completed ─┘   (per partition)          ├─> leap.state    (pending + priors changelog)
                                                       └─> leap.dlq      (DeadLetter)
     leap.learn ─ fold ─> model ─> leap.models (ModelSnapshot, compacted) ─> every worker's ranker
+                  └─ score ─> rule ─> leap.models (ServingDecision, key serving) ─┘
 
 One loop, one thread, one Kafka transaction per batch of input messages. In each transaction:
 the rankings of the batch's submissions, the LearnExamples of its completions, the dead
@@ -28,6 +29,13 @@ offsets with the state and model of that same commit. Consumers of the output to
   ``leap.models``, and the one worker started with ``learner=True`` folds the learn log and
   publishes the snapshots. A restart loads the newest snapshot and folds the log on from the
   offset it records.
+- **Champion/challenger.** ``leap-stream publish-models`` puts a nightly retrain's models on
+  ``leap.models`` (key ``nightly:<name>``). The learner scores the online model and each
+  nightly model on every learn example (:class:`~leap_stream.core.champion.ChampionChallenger`)
+  and, at the first completion of each new day, applies the promotion rule and publishes its
+  ServingDecision (key ``serving``); every worker ranks with the model it names, sharing the
+  online core's priors and state. Until a decision names a nightly model that the worker has,
+  the online model ranks.
 - **Bad input** (undecodable bytes, an unknown schema, a record of the wrong type for its
   topic, a record that breaks the contract) goes to ``leap.dlq`` with its topic, partition,
   offset, key, bytes and the reason; processing goes on.
@@ -61,11 +69,21 @@ from confluent_kafka import (
 
 from leap_stream.core import LeapCore
 from leap_stream.core.catalog import Catalog, default_catalog, load_catalog
+from leap_stream.core.champion import ONLINE, ChampionChallenger
 from leap_stream.data.codec import CodecError, default_codec
 from leap_stream.data.history import check_events
 from leap_stream.streaming.order import FIRST, EventTimeMerge
 from leap_stream.streaming.settings import ServiceSettings
-from leap_stream.streaming.snapshots import MODEL_KEY, read_snapshot, snapshot_record
+from leap_stream.streaming.snapshots import (
+    MODEL_KEY,
+    NIGHTLY_PREFIX,
+    SERVING_KEY,
+    SnapshotError,
+    decision_record,
+    read_nightly,
+    read_snapshot,
+    snapshot_record,
+)
 from leap_stream.streaming.state import ChangelogMap
 from leap_stream.streaming.topics import SNAPSHOT_MAX_BYTES
 from leap_stream.streaming.transport import READ_COMMITTED, consume_available
@@ -163,6 +181,12 @@ class Worker:
             self.learner = self.core
         elif settings.learner:
             self.learner = LeapCore(catalog, lineage_half_life_days=half_life)
+        # champion/challenger: the learner keeps the scoreboard; every worker ranks with the
+        # model the newest ServingDecision names, among the nightly models it has loaded
+        self.board = None if self.learner is None else ChampionChallenger(settings.promotion_rule)
+        self.nightly: dict[str, tuple[Any, str]] = {}  # name -> (model, version)
+        self.serving = ONLINE
+        self._decisions: list[dict[str, Any]] = []  # taken, not yet published
         self.codec = default_codec()
         self.metrics = ServiceMetrics()
         self.recent = RecentRankings()
@@ -172,6 +196,7 @@ class Worker:
         self._fetched: dict[tuple[str, int], int] = {}  # next offset the consumer delivers
         self._high_at_assign: dict[tuple[str, int], int] = {}  # each partition's end back then
         self._learn_next = 0  # next learn-log offset the learner has not folded
+        self._models_next = 0  # next models-topic offset this worker has not read
         self._learned_since_snapshot = 0
         self._snapshot_due_at = 0.0
         self._day: date | None = None
@@ -328,6 +353,7 @@ class Worker:
         topics, metrics = self.topics, self.metrics
         offsets: dict[tuple[str, int], int] = {}
         published: list[tuple[dict[str, Any], int]] = []
+        ranker = self._ranker()
         producer.begin_transaction()
         for item in batch:
             offsets[(item.topic, item.partition)] = item.offset + 1
@@ -340,7 +366,7 @@ class Worker:
             metrics.events.labels(item.kind).inc()
             if item.kind == "submitted":
                 self._evict_daily(event["event_time"])
-                record = self.core.on_submitted(event).record()
+                record = ranker.on_submitted(event).record()
                 producer.produce(
                     topics.rankings,
                     key=record["job_id"].encode(),
@@ -365,6 +391,7 @@ class Worker:
             metrics.latency.observe(max(now_ms - submitted_ms, 0.0) / 1000.0)
         if self.learner is self.core:
             self._maybe_snapshot()
+        self._publish_decisions()
         self._update_lag(offsets)
 
     def _completed(self, event: dict[str, Any]) -> None:
@@ -385,6 +412,7 @@ class Worker:
             on_delivery=self._on_learn_delivered,
         )
         if self.learner is self.core:  # inline: learn at once, as the replay does
+            self._score(example)
             self.core.learn(example)
             self._learned_since_snapshot += 1
             self.metrics.model_version.set(self.core.model.learned)
@@ -486,24 +514,28 @@ class Worker:
 
     # --- the model -------------------------------------------------------------------------
 
-    def _latest_snapshot(self) -> dict[str, Any] | None:
-        latest: list[dict[str, Any]] = []
+    def _recover_model(self) -> None:
+        """The models topic to its end (the newest online snapshot, nightly models, serving
+        decision); the learner also folds the learn log on from the snapshot's offset."""
+        newest: dict[bytes, Message] = {}
 
         def keep(message: Message) -> None:
-            if message.key() == MODEL_KEY and message.value():
-                latest[:] = [self.codec.decode(message.value(), reader="ModelSnapshot")]
+            self._models_next = message.offset() + 1
+            if message.value():
+                newest[message.key() or b""] = message
 
         _read_to_end(self.settings, [TopicPartition(self.topics.models, 0, OFFSET_BEGINNING)], keep)
-        return latest[0] if latest else None
-
-    def _recover_model(self) -> None:
-        """The newest snapshot; the learner also folds the learn log on from its offset."""
-        snapshot = self._latest_snapshot()
+        snapshot = newest.pop(MODEL_KEY, None)
         if snapshot is not None:
+            record = self.codec.decode(snapshot.value(), reader="ModelSnapshot")
             for core in {id(c): c for c in (self.core, self.learner) if c is not None}.values():
-                state, self._learn_next = read_snapshot(snapshot, learn_topic=self.topics.learn)
+                state, self._learn_next = read_snapshot(record, learn_topic=self.topics.learn)
                 core.load_model_state(state)  # each its own copy: the learner moves on
-            log.info("loaded snapshot %s", snapshot["model_version"])
+            if self.board is not None and state.get("champion_challenger"):
+                self.board.load_state(state["champion_challenger"])
+            log.info("loaded snapshot %s", record["model_version"])
+        for key, message in sorted(newest.items(), key=lambda item: item[1].offset()):
+            self._on_model_record(key, message.value())
         if self.learner is not None:
             _read_to_end(
                 self.settings,
@@ -513,11 +545,9 @@ class Worker:
             log.info("model recovered: %s", self.learner.model_version)
         self._snapshot_due_at = time.monotonic() + self.settings.snapshot_interval_s
         self.metrics.model_version.set(self.core.model.learned)
-        settings = self.settings
-        if settings.learning == "shared":
-            self._models = self._follower(self.topics.models, OFFSET_BEGINNING)
-            if self.learner is not None:
-                self._learn_log = self._follower(self.topics.learn, self._learn_next)
+        self._models = self._follower(self.topics.models, self._models_next)
+        if self.settings.learning == "shared" and self.learner is not None:
+            self._learn_log = self._follower(self.topics.learn, self._learn_next)
 
     def _follower(self, topic: str, offset: int) -> Consumer:
         consumer = Consumer(
@@ -533,28 +563,103 @@ class Worker:
 
     def _fold(self, message: Message) -> None:
         assert self.learner is not None
-        self.learner.learn(self.codec.decode(message.value(), reader="LearnExample"))
+        example = self.codec.decode(message.value(), reader="LearnExample")
+        self._score(example)
+        self.learner.learn(example)
         self._learn_next = message.offset() + 1
         self._learned_since_snapshot += 1
 
     def _follow_model(self) -> None:
-        """Shared mode: fold new learn records (the learner), load newer snapshots (all)."""
+        """Fold new learn records (the shared learner); read new models and decisions (all)."""
         if self._learn_log is not None:
             for message in self._learn_log.consume(self.settings.max_batch, timeout=0):
                 if message.error() is None:
                     self._fold(message)
             self._maybe_snapshot()
-        if self._models is not None:
-            newest = None
-            for message in self._models.consume(100, timeout=0):
-                if message.error() is None and message.key() == MODEL_KEY and message.value():
-                    newest = message
-            if newest is not None:
-                record = self.codec.decode(newest.value(), reader="ModelSnapshot")
-                if record["trained_on_events"] > self.core.model.learned:
-                    state, _ = read_snapshot(record, learn_topic=self.topics.learn)
-                    self.core.load_model_state(state)
-                    self.metrics.model_version.set(self.core.model.learned)
+            self._publish_decisions()
+        if self._models is None:
+            return
+        newest_online = None
+        for message in self._models.consume(100, timeout=0):
+            if message.error() is not None or not message.value():
+                continue
+            if message.key() == MODEL_KEY:
+                newest_online = message
+            else:
+                self._on_model_record(message.key(), message.value())
+        # the online model is the ranking core's own when it learns inline
+        if newest_online is not None and self.learner is not self.core:
+            record = self.codec.decode(newest_online.value(), reader="ModelSnapshot")
+            if record["trained_on_events"] > self.core.model.learned:
+                state, _ = read_snapshot(record, learn_topic=self.topics.learn)
+                self.core.load_model_state(state)
+                self.metrics.model_version.set(self.core.model.learned)
+
+    # --- champion/challenger ---------------------------------------------------------------
+
+    def _on_model_record(self, key: bytes | None, value: bytes) -> None:
+        """A nightly model or a serving decision read from the models topic."""
+        key = key or b""
+        if key.startswith(NIGHTLY_PREFIX):
+            name = key[len(NIGHTLY_PREFIX) :].decode()
+            record = self.codec.decode(value, reader="ModelSnapshot")
+            try:
+                model, cutoff_ms = read_nightly(record)
+                self.core.with_model(model, record["model_version"])  # the same catalog?
+            except (SnapshotError, ValueError) as error:
+                log.warning("nightly model %s refused: %s", name, error)
+                self.metrics.refused_models.inc()
+                return
+            self.nightly[name] = (model, record["model_version"])
+            if self.board is not None:
+                self.board.add_challenger(name, model, cutoff_ms, record["model_version"])
+            log.info("nightly model %s loaded (%s)", name, record["model_version"])
+        elif key == SERVING_KEY:
+            self._apply(self.codec.decode(value, reader="ServingDecision"))
+        elif key != MODEL_KEY:
+            log.warning("models topic: ignoring a record with unknown key %r", key)
+
+    def _ranker(self) -> LeapCore:
+        """The core that ranks: the online one, or one ranking with the serving nightly model."""
+        chosen = self.nightly.get(self.serving)
+        if self.serving == ONLINE or chosen is None:  # not (yet) loaded here: online ranks
+            return self.core
+        model, version = chosen
+        return self.core.with_model(model, version)
+
+    def _score(self, example: dict[str, Any]) -> None:
+        """Score every model on a learn example before the learner learns it (the learner)."""
+        assert self.board is not None and self.learner is not None
+        decision = self.board.learn_one(example, self.learner.model)
+        if decision is None:
+            return
+        serving = self.board.challengers.get(decision.serving)
+        version = self.learner.model_version if serving is None else serving.version
+        day = example["event_time"].date()
+        self._decisions.append(decision_record(decision, day=day, version=version))
+
+    def _publish_decisions(self) -> None:
+        """Publish the decisions taken (a transaction of their own); every worker follows."""
+        if not self._decisions:
+            return
+        assert self._producer is not None
+        self._producer.begin_transaction()
+        for record in self._decisions:
+            value = self.codec.encode("ServingDecision", record)
+            self._producer.produce(self.topics.models, key=SERVING_KEY, value=value)
+        self._producer.commit_transaction()
+        log.info("published %d serving decision(s)", len(self._decisions))
+        self._apply(self._decisions[-1])  # at once here; the other workers read it
+        self._decisions.clear()
+
+    def _apply(self, decision: dict[str, Any]) -> None:
+        """Rank from now on with the model a ServingDecision names."""
+        if decision["serving"] != self.serving:
+            log.info(
+                "serving %s from %s: %s", decision["serving"], decision["day"], decision["reason"]
+            )
+        self.serving = decision["serving"]
+        self.metrics.serve(self.serving, decision["window_shares"])
 
     def _maybe_snapshot(self) -> None:
         learner = self.learner
@@ -568,8 +673,9 @@ class Worker:
     def publish_snapshot(self) -> None:
         """Publish the learner's model now, in a transaction of its own."""
         assert self.learner is not None and self._producer is not None
+        extra = None if self.board is None else {"champion_challenger": self.board.state()}
         record = snapshot_record(
-            self.learner, learn_topic=self.topics.learn, learn_offset=self._learn_next
+            self.learner, learn_topic=self.topics.learn, learn_offset=self._learn_next, extra=extra
         )
         self._producer.begin_transaction()
         self._producer.produce(

@@ -1,5 +1,5 @@
 """The streaming commands of ``leap-stream``: ``serve``, ``topics create``, ``produce``,
-``scheduler``.
+``publish-models``, ``scheduler``.
 
 Registered on the main command line by :mod:`leap_stream.cli`. Kafka is imported inside the
 commands, so ``leap-stream --help`` answers at once.
@@ -96,6 +96,25 @@ def serve(
     ] = 500,
     partitions: Partitions = 4,
     lineage_half_life: LineageHalfLife = 14.0,
+    promotion_margin: Annotated[
+        float,
+        typer.Option(
+            "--promotion-margin",
+            min=0.0,
+            max=0.99,
+            help="Champion/challenger: within-10% share by which a nightly model must lead "
+            "the serving one over the window to rank instead (0.01 = one point).",
+        ),
+    ] = 0.01,
+    promotion_window: Annotated[
+        int, typer.Option("--promotion-window", min=1, help="Trailing days the rule pools.")
+    ] = 3,
+    promotion_min_attempts: Annotated[
+        int,
+        typer.Option(
+            "--promotion-min-attempts", min=1, help="Fewest completions in the window for a change."
+        ),
+    ] = 500,
 ) -> None:
     """Run a stream worker: rank every submission, learn from every completion."""
     from leap_stream.streaming.app import Worker
@@ -120,6 +139,9 @@ def serve(
         web_port=web_port,
         web_host=web_host,
         lineage_half_life_days=lineage_half_life,
+        promotion_margin=promotion_margin,
+        promotion_window_days=promotion_window,
+        promotion_min_attempts=promotion_min_attempts,
     )
     _create(settings.bootstrap, settings.topic_prefix, settings.partitions, quiet=True)
     stop = threading.Event()
@@ -238,6 +260,52 @@ def produce(
     )
 
 
+def publish_models(
+    model_dir: Annotated[
+        Path,
+        typer.Argument(
+            exists=True, file_okay=False, help="A model directory written by leap-stream retrain."
+        ),
+    ],
+    bootstrap: Bootstrap,
+    topic_prefix: Prefix = "",
+    catalog: Annotated[
+        Path | None,
+        typer.Option("--catalog", exists=True, dir_okay=False, help="Hardware catalog TOML."),
+    ] = None,
+    partitions: Partitions = 4,
+) -> None:
+    """Publish a nightly retrain's models to the service as challengers of the online model.
+
+    The learner scores them on every completion from their cutoff on; the champion/challenger
+    rule decides each day which model ranks (docs/nightly.md).
+    """
+    from confluent_kafka import KafkaException
+
+    from leap_stream.backtest.retrain import ModelStoreError, load_models
+    from leap_stream.core.catalog import default_catalog, load_catalog
+    from leap_stream.streaming.produce import publish_nightly_models
+    from leap_stream.streaming.topics import TopicError, TopicNames
+
+    try:
+        loaded = load_models(model_dir, load_catalog(catalog) if catalog else default_catalog())
+    except ModelStoreError as error:
+        err_console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+    try:
+        _create(bootstrap, topic_prefix, partitions, quiet=True)
+        names = TopicNames(topic_prefix)
+        records = publish_nightly_models(bootstrap, names, loaded.models, loaded.cutoff)
+    except (TopicError, KafkaException) as error:
+        err_console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(1) from None
+    for record in records:
+        console.print(
+            f"published {record['model_version']} ({record['trained_on_events']:,} completions, "
+            f"{len(record['payload']) / 1e6:.1f} MB) to {names.models}"
+        )
+
+
 def _row_count(path: Path) -> int | None:
     """Events in a Parquet history (from its footer); None for the other formats."""
     if path.suffix != ".parquet":
@@ -294,4 +362,5 @@ def register(app: typer.Typer) -> None:
     app.add_typer(topics_app, name="topics")
     app.command("serve")(serve)
     app.command("produce")(produce)
+    app.command("publish-models")(publish_models)
     app.command("scheduler")(scheduler)

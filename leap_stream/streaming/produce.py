@@ -1,4 +1,5 @@
-"""A history onto the job topics, in event-time order: the traffic a scheduler would send.
+"""What tools publish: a history onto the job topics, in event-time order (the traffic a
+scheduler would send), and a nightly retrain's models onto the models topic.
 
 Each event goes to its topic keyed by ``lineage_id`` (so a lineage's submissions and
 completions share a partition number), Avro single-object encoded, through an idempotent
@@ -9,15 +10,17 @@ producer (a retried send is never written twice). Pacing: as fast as the broker 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
 from leap_stream.data.codec import AvroCodec, default_codec
-from leap_stream.streaming.topics import TopicNames
+from leap_stream.streaming.snapshots import NIGHTLY_PREFIX, nightly_record
+from leap_stream.streaming.topics import SNAPSHOT_MAX_BYTES, TopicNames
 
-__all__ = ["EventProducer", "produce_events"]
+__all__ = ["EventProducer", "produce_events", "publish_nightly_models"]
 
 _RECORD = {"submitted": "JobSubmitted", "completed": "JobCompleted"}
 
@@ -106,3 +109,28 @@ def produce_events(
         count += 1
     producer.flush()
     return count
+
+
+def publish_nightly_models(
+    bootstrap: str,
+    topics: TopicNames,
+    models: Mapping[str, Any],
+    trained_until: datetime,
+    codec: AvroCodec | None = None,
+) -> list[dict[str, Any]]:
+    """Publish nightly ``models`` (by name, trained on every completion before
+    ``trained_until``) as challengers on the models topic; return the records sent.
+
+    Each goes under key ``nightly:<name>``, replacing that name's previous night on the
+    compacted topic; the learner scores it from its cutoff on.
+    """
+    codec = codec or default_codec()
+    producer = EventProducer(bootstrap, topics, codec, **{"message.max.bytes": SNAPSHOT_MAX_BYTES})
+    records = []
+    for name, model in sorted(models.items()):
+        record = nightly_record(name, model, trained_until=trained_until)
+        key = NIGHTLY_PREFIX + name.encode()
+        producer.send_raw(topics.models, key, codec.encode("ModelSnapshot", record))
+        records.append(record)
+    producer.flush()
+    return records

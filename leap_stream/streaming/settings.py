@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from leap_stream.core.promotion import PromotionRule
 from leap_stream.streaming.topics import TopicNames
 
 __all__ = ["ServiceSettings"]
@@ -52,6 +53,20 @@ class ServiceSettings(BaseModel, frozen=True):
     lineage_half_life_days: float = Field(
         14.0, gt=0, description="days after which a lineage's priors weigh half"
     )
+    promotion_margin: float = Field(
+        0.01, ge=0, lt=1, description="within-10% share by which a nightly model must lead"
+    )
+    promotion_window_days: int = Field(3, ge=1, description="trailing days the rule pools")
+    promotion_min_attempts: int = Field(
+        500, ge=1, description="fewest completions in the window for any change of model"
+    )
+
+    @property
+    def promotion_rule(self) -> PromotionRule:
+        """The champion/challenger rule the learner applies each day."""
+        return PromotionRule(
+            self.promotion_margin, self.promotion_window_days, self.promotion_min_attempts
+        )
 
     @property
     def topics(self) -> TopicNames:

@@ -88,6 +88,25 @@ class ServiceMetrics:
             registry=registry,
         )
 
+        self.serving = Gauge(
+            "leap_serving_model",
+            "1 for the model that ranks (online or a nightly model), 0 for the others",
+            ["model"],
+            registry=registry,
+        )
+        self.window_accuracy = Gauge(
+            "leap_model_window_within_10pct_ratio",
+            "Each model's share within 10% over the promotion rule's window, at its last decision",
+            ["model"],
+            registry=registry,
+        )
+        self.refused_models = Counter(
+            "leap_nightly_models_refused",
+            "Nightly models not loaded (other libraries or catalog)",
+            registry=registry,
+        )
+        self.serving.labels("online").set(1)
+
         # the ratios' own tallies: prometheus counters are for exposition, not for reading back
         self._tally = {"scored": 0, "within": 0, "rankings": 0, "ranked": 0}
 
@@ -102,6 +121,13 @@ class ServiceMetrics:
             tally["within"] += 1
             self.within_10pct.inc()
         self.accuracy.set(tally["within"] / tally["scored"])
+
+    def serve(self, serving: str, shares: dict[str, float]) -> None:
+        """Record a serving decision: who ranks, and every model's share over the window."""
+        for model in {*shares, serving, "online"}:
+            self.serving.labels(model).set(1 if model == serving else 0)
+        for model, share in shares.items():
+            self.window_accuracy.labels(model).set(share)
 
     def ranking(self, abstained: bool) -> None:
         """Count one published ranking."""

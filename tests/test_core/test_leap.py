@@ -105,7 +105,7 @@ def test_a_completion_without_a_pending_submission_is_ignored_and_counted(
     hw_catalog: Catalog,
 ) -> None:
     core = LeapCore(hw_catalog)
-    assert core.on_completed(_done("ghost", "G", 0, "H100-SXM", 1_000.0)) is False
+    assert core.on_completed(_done("ghost", "G", 0, "H100-SXM", throughput=1_000.0)) is False
     assert core.unmatched_completions == 1
     assert core.model.learned == 0 and core.priors == {}
 
@@ -320,3 +320,39 @@ def test_without_the_learned_model_predictions_do_not_move(hw_catalog: Catalog) 
 def test_an_unknown_input_group_is_refused(hw_catalog: Catalog) -> None:
     with pytest.raises(ValueError, match="unknown input group"):
         LeapCore(hw_catalog, without={"priors"})
+
+
+def test_a_core_with_a_nightly_model_ranks_with_it_and_shares_the_rest(
+    hw_catalog: Catalog,
+) -> None:
+    core = LeapCore(hw_catalog)
+    nightly = LeapCore(hw_catalog)  # a model of its own, taught other throughputs
+    for i in range(40):
+        core.on_submitted(submitted_event(f"j{i}", f"l{i}", hours(i)))
+        core.on_completed(
+            completed_event(f"j{i}", f"l{i}", hours(i + 1), "H100-SXM", throughput=1_000.0)
+        )
+        nightly.on_submitted(submitted_event(f"j{i}", f"l{i}", hours(i)))
+        nightly.on_completed(
+            completed_event(f"j{i}", f"l{i}", hours(i + 1), "H100-SXM", throughput=4_000.0)
+        )
+    ranker = core.with_model(nightly.model, "river_batch-20260301T0000Z")
+    event = submitted_event("new", "fresh", hours(50))
+    ranking = ranker.on_submitted(event).record()
+    assert ranking["model_version"] == "river_batch-20260301T0000Z"
+    assert core.model_version == "online-40"  # the core itself is untouched
+    predicted = {c["hardware_type"]: c["predicted_throughput"] for c in ranking["candidates"]}
+    online = {c["hardware_type"]: c["predicted_throughput"] for c in core.on_submitted(
+        submitted_event("twin", "fresh-twin", hours(50))).record()["candidates"]}  # fmt: skip
+    assert predicted["H100-SXM"] > 2.0 * online["H100-SXM"]  # the nightly model's figure
+    assert "new" in core.pending  # the ranker's submission joins the core's completion
+    learned = core.model.learned
+    core.on_completed(completed_event("new", "fresh", hours(51), "H100-SXM", throughput=1_000.0))
+    assert core.model.learned == learned + 1 and nightly.model.learned == 40
+    assert "fresh" in ranker.priors  # the priors are the same mapping
+
+
+def test_a_nightly_model_over_another_catalog_is_refused(hw_catalog: Catalog) -> None:
+    fewer = LeapCore(Catalog(list(hw_catalog)[:-1]))
+    with pytest.raises(ValueError, match="another hardware catalog"):
+        LeapCore(hw_catalog).with_model(fewer.model, "other")

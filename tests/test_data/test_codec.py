@@ -37,6 +37,7 @@ EVENT_SCHEMAS = (
     "ModelSnapshot",
     "DeadLetter",
     "LearnExample",
+    "ServingDecision",
 )
 T0 = dt.datetime(2024, 5, 1, 12, 30, 15, 123000, tzinfo=dt.UTC)
 
@@ -128,6 +129,18 @@ RECORDS: dict[str, dict[str, Any]] = {
         "payload_format": "pickle",
         "payload": pickle.dumps({"weights": [0.25, -1.5, 3.0], "intercept": 7.0}),
         "log_offsets": {"leap.learn:0": 1907},
+        "trained_until": None,
+    },
+    "ServingDecision": {
+        "event_id": "5e4d3c2b-1a09-4f8e-9d7c-6b5a4f3e2d1c",
+        "event_time": T0 + dt.timedelta(days=1, seconds=3),
+        "day": dt.date(2024, 5, 2),
+        "serving": "lightgbm",
+        "serving_version": "lightgbm-20240502T0000Z",
+        "promoted": True,
+        "reason": "lightgbm 64.0% beat online 61.5% by >= 1.0%",
+        "window_shares": {"online": 0.615, "lightgbm": 0.64},
+        "window_attempts": 9120,
     },
     "LearnExample": {
         "job_id": "job-000000042",

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from core_fixtures import completed_event, hours, submitted_event
 
 from leap_stream.core import LeapCore
+from leap_stream.core.batch import probe_predictions
 from leap_stream.core.catalog import default_catalog
+from leap_stream.core.promotion import PromotionRule
 from leap_stream.data.codec import decode, encode
-from leap_stream.streaming.snapshots import SnapshotError, read_snapshot, snapshot_record
+from leap_stream.streaming.snapshots import (
+    SnapshotError,
+    decision_record,
+    nightly_record,
+    read_nightly,
+    read_snapshot,
+    snapshot_record,
+)
 
 
 def _trained_core() -> LeapCore:
@@ -46,3 +57,40 @@ def test_a_snapshot_of_other_library_versions_is_refused() -> None:
     fresh = snapshot_record(LeapCore(default_catalog()), learn_topic="t", learn_offset=0)
     with pytest.raises(SnapshotError, match="no offset"):
         read_snapshot(fresh, learn_topic="other")
+
+
+def test_a_nightly_model_travels_with_its_cutoff_and_predicts_the_same() -> None:
+    model = _trained_core().model
+    cutoff = datetime(2026, 3, 2, tzinfo=UTC)
+    record = decode(
+        encode("ModelSnapshot", nightly_record("river_batch", model, trained_until=cutoff))
+    )
+    assert record["model_version"] == "river_batch-20260302T0000Z"
+    assert (record["model_kind"], record["trained_on_events"]) == ("nightly", model.learned)
+    loaded, cutoff_ms = read_nightly(record)
+    assert cutoff_ms == cutoff.timestamp() * 1000.0
+    assert probe_predictions(loaded) == probe_predictions(model)
+
+
+def test_a_nightly_model_of_other_libraries_or_without_a_cutoff_is_refused() -> None:
+    model = _trained_core().model
+    record = nightly_record("lightgbm", model, trained_until=datetime(2026, 3, 2, tzinfo=UTC))
+    stale = {**record, "library_versions": {**record["library_versions"], "lightgbm": "0.1"}}
+    with pytest.raises(SnapshotError, match="other library versions"):
+        read_nightly(stale)
+    online = snapshot_record(_trained_core(), learn_topic="t", learn_offset=0)
+    with pytest.raises(SnapshotError, match="not a nightly model"):
+        read_nightly(online)
+
+
+def test_a_serving_decision_record_says_who_serves_and_why() -> None:
+    decision = PromotionRule(margin=0.01, window_days=1, min_attempts=10).decide(
+        "online", [{"online": (60, 100), "lightgbm": (70, 100)}]
+    )
+    day = datetime(2026, 3, 3, tzinfo=UTC).date()
+    record = decode(encode("ServingDecision", decision_record(decision, day=day, version="v7")))
+    assert (record["serving"], record["serving_version"], record["promoted"]) == (
+        "lightgbm", "v7", True,
+    )  # fmt: skip
+    assert record["day"] == day and record["window_attempts"] == 100
+    assert record["window_shares"] == {"lightgbm": 0.7, "online": 0.6}

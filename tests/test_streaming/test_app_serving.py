@@ -1,0 +1,108 @@
+"""Champion/challenger in the service, on the real broker: nightly models published, scored by
+the learner, promoted by the rule, and ranked with by the worker."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from kafka_fixtures import unique_name
+from streaming_fixtures import WorkerProcess, read_records, reference_run, wait_for
+from typer.testing import CliRunner
+
+from leap_stream.backtest.retrain import load_models, retrain
+from leap_stream.cli import app
+from leap_stream.core.batch import TrainingSet, probe_predictions, train_river
+from leap_stream.core.catalog import default_catalog
+from leap_stream.data.codec import default_codec
+from leap_stream.data.fleet import FleetConfig
+from leap_stream.data.history import iter_events
+from leap_stream.streaming.produce import EventProducer, produce_events, publish_nightly_models
+from leap_stream.streaming.snapshots import read_nightly
+
+pytestmark = pytest.mark.integration
+
+
+def test_publish_models_puts_a_retrains_models_on_the_models_topic(
+    kafka_bootstrap: str, fleet_topics, generated_fleet, tmp_path: Path
+) -> None:
+    history = generated_fleet(FleetConfig(days=3, jobs_per_day=250, seed=5)) / "history.parquet"
+    first = next(iter_events(history))[1]["event_time"]
+    cutoff = (first + timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
+    retrain(history, cutoff, tmp_path / "models", default_catalog())
+    topics = fleet_topics(partitions=4)
+    result = CliRunner().invoke(
+        app,
+        ["publish-models", str(tmp_path / "models"), "--bootstrap", kafka_bootstrap,
+         "--topic-prefix", topics.prefix],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "published lightgbm-" in result.output and "published river_batch-" in result.output
+    records = read_records(kafka_bootstrap, topics.models, 2)
+    assert sorted(m.key() for m, _ in records) == [b"nightly:lightgbm", b"nightly:river_batch"]
+    saved = load_models(tmp_path / "models", default_catalog()).models
+    for message, record in records:
+        name = message.key().decode().removeprefix("nightly:")
+        model, cutoff_ms = read_nightly(record)
+        assert cutoff_ms == cutoff.timestamp() * 1000.0
+        assert probe_predictions(model) == probe_predictions(saved[name])
+
+
+def test_a_refused_model_store_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    result = CliRunner().invoke(
+        app, ["publish-models", str(tmp_path / "models"), "--bootstrap", "127.0.0.1:1"]
+    )
+    assert result.exit_code == 2 and "cannot read the manifest" in result.output
+
+
+def test_the_worker_promotes_a_better_nightly_model_and_ranks_with_it(
+    kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
+) -> None:
+    topics = fleet_topics(partitions=4)
+    _, core, examples = reference_run(fleet_events)
+    # a "nightly" model that has learned every completion, published as if trained before the
+    # first: it predicts the attempts far better than the online model, so the rule must
+    # promote it at the first day boundary
+    learned = [e for e in examples if not e["out_of_memory"]]
+    oracle = train_river(TrainingSet.from_examples(learned, core.hw.index), core.model.encoder)
+    start = fleet_events[0][1]["event_time"]
+    (record,) = publish_nightly_models(kafka_bootstrap, topics, {"river_batch": oracle}, start)
+    # and one pickled with other libraries: refused, and the worker goes on
+    stale = {**record, "library_versions": {**record["library_versions"], "lightgbm": "0.1"}}
+    EventProducer(kafka_bootstrap, topics).send_raw(
+        topics.models, b"nightly:stale", default_codec().encode("ModelSnapshot", stale)
+    )
+    rule = ("--promotion-window", "1", "--promotion-min-attempts", "50")
+    worker = WorkerProcess(kafka_bootstrap, topics, unique_name("g"), tmp_path, *rule).start()
+    try:
+        worker.wait_ready()
+        produce_events(EventProducer(kafka_bootstrap, topics), fleet_events)
+        jobs = [e["job_id"] for kind, e in fleet_events if kind == "submitted"]
+        rankings = {
+            r["job_id"]: r for _, r in read_records(kafka_bootstrap, topics.rankings, len(jobs))
+        }
+        wait_for(
+            "the serving gauge",
+            lambda: worker.metric('leap_serving_model{model="river_batch"}') == 1,
+        )
+        assert worker.metric("leap_nightly_models_refused_total") == 1
+        worker.stop()
+        worker.start().wait_ready()  # a restart recovers the nightly model and the decision
+        assert worker.metric('leap_serving_model{model="river_batch"}') == 1
+    finally:
+        worker.stop()
+    decisions = [
+        r for m, r in read_records(kafka_bootstrap, topics.models, 3) if m.key() == b"serving"
+    ]
+    days = sorted({e["event_time"].date() for _, e in fleet_events})
+    assert [d["day"] for d in decisions] == days[1:]  # one at each new day of completions
+    first = decisions[0]
+    assert (first["serving"], first["promoted"]) == ("river_batch", True)
+    assert first["serving_version"] == record["model_version"]
+    assert first["window_shares"]["river_batch"] > first["window_shares"]["online"] + 0.01
+    assert [d["promoted"] for d in decisions[1:]] == [False] * (len(decisions) - 1)
+    versions = [rankings[job]["model_version"] for job in jobs]
+    assert versions[0] == "online-0"  # the online model ranks until the first decision
+    assert set(versions[-100:]) == {record["model_version"]}  # then the nightly model

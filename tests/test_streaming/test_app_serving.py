@@ -106,3 +106,40 @@ def test_the_worker_promotes_a_better_nightly_model_and_ranks_with_it(
     versions = [rankings[job]["model_version"] for job in jobs]
     assert versions[0] == "online-0"  # the online model ranks until the first decision
     assert set(versions[-100:]) == {record["model_version"]}  # then the nightly model
+
+
+def test_in_shared_mode_every_worker_follows_the_learners_decision(
+    kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
+) -> None:
+    topics = fleet_topics(partitions=4)
+    _, core, examples = reference_run(fleet_events)
+    learned = [e for e in examples if not e["out_of_memory"]]
+    oracle = train_river(TrainingSet.from_examples(learned, core.hw.index), core.model.encoder)
+    start = fleet_events[0][1]["event_time"]
+    (record,) = publish_nightly_models(kafka_bootstrap, topics, {"lightgbm": oracle}, start)
+    group = unique_name("g")
+    shared = ("--learning", "shared", "--promotion-window", "1", "--promotion-min-attempts", "50")
+    learner = WorkerProcess(kafka_bootstrap, topics, group, tmp_path, *shared, worker_id="0")
+    ranker = WorkerProcess(
+        kafka_bootstrap, topics, group, tmp_path, *shared, "--no-learner", worker_id="1"
+    )
+    workers = [learner, ranker]
+    serving = 'leap_serving_model{model="lightgbm"}'
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.wait_ready()
+        held = lambda: [w.metric("leap_assigned_partitions") for w in workers]  # noqa: E731
+        wait_for("both workers holding 4 input partitions", lambda: held() == [4.0, 4.0])
+        produce_events(EventProducer(kafka_bootstrap, topics), fleet_events, rate=400)
+        jobs = [e["job_id"] for kind, e in fleet_events if kind == "submitted"]
+        rankings = {
+            r["job_id"]: r for _, r in read_records(kafka_bootstrap, topics.rankings, len(jobs))
+        }
+        wait_for("the ranker following the decision", lambda: ranker.metric(serving) == 1)
+        assert learner.metric(serving) == 1
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert set(rankings[job]["model_version"] for job in jobs[-100:]) == {record["model_version"]}

@@ -238,10 +238,11 @@ class LeapCore:
         log_pred = np.where(has_exact, view.exact, base + offsets)
         unseen_type = self.type_counts.get(event["model_type"], 0) == 0
         cold = (self.model.seen[positions] < COLD_START_MIN_OBSERVATIONS) | unseen_type
-        code = np.select(
-            [view.same_hardware, cold, np.full(n, bool(state) and LINEAGE_KEY in state)],
-            [_LINEAGE_PRIOR, _COLD_START, _TRANSFER],
-            _MODEL,
+        transfers = bool(state) and LINEAGE_KEY in state
+        code = np.where(
+            view.same_hardware,
+            _LINEAGE_PRIOR,
+            np.where(cold, _COLD_START, _TRANSFER if transfers else _MODEL),
         )
         # uncertainty of a transferred prediction shrinks with what the model has seen of this
         # family on that hardware; the lineage's own measurements carry none of it

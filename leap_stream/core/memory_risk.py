@@ -50,7 +50,7 @@ class MemoryRisk:
         self.failures = 0
 
     def _bins(self, ratios: Sequence[float] | np.ndarray) -> np.ndarray:
-        return np.searchsorted(EDGES, np.asarray(ratios, dtype=float), side="right")
+        return EDGES.searchsorted(np.asarray(ratios, dtype=float), side="right")
 
     def learn_one(self, family: str, ratio: float, *, out_of_memory: bool) -> None:
         """One attempt at this memory ratio: it ran out of memory, or it fit."""
@@ -77,5 +77,6 @@ class MemoryRisk:
     def predict_many(self, family: str, ratios: Sequence[float] | np.ndarray) -> np.ndarray:
         """Out-of-memory probability at each memory ratio (NaN ratio: 0)."""
         ratios = np.asarray(ratios, dtype=float)
-        p = self.rates(family)[self._bins(np.nan_to_num(ratios, nan=0.0))]
+        # NaN and +inf fall in the last bin, -inf in the first: any bin will do, they read 0
+        p = self.rates(family)[EDGES.searchsorted(ratios, side="right")]
         return np.where(np.isfinite(ratios), p, 0.0)

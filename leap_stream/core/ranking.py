@@ -170,7 +170,7 @@ def rank_candidates(
     # one stable sort: ranked by cost, then eligible without a prediction (inf), then the
     # ineligible (NaN sorts last); ties keep candidate order
     key = cost if risk is None else cost * np.exp(risk)
-    order = np.argsort(np.where(rankable, key, np.where(eligible, np.inf, np.nan)), kind="stable")
+    order = np.where(rankable, key, np.where(eligible, np.inf, np.nan)).argsort(kind="stable")
     abstain = None
     if not eligible.any():
         abstain = "no eligible candidate: " + "; ".join(

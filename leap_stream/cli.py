@@ -29,7 +29,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from leap_stream.core.priors import HALF_LIFE_DAYS
-from leap_stream.streaming.cli import LineageHalfLife
+from leap_stream.streaming.cli import CatalogOption, LineageHalfLife
 from leap_stream.streaming.cli import register as register_streaming_commands
 
 if TYPE_CHECKING:
@@ -67,15 +67,6 @@ DEMO_SEED = 7
 # replay --nightly: the nights retrained by default (the published system's 30 retrains).
 NIGHTS = 30
 
-CatalogOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--catalog",
-        help="Hardware catalog TOML (default: the packaged catalog).",
-        exists=True,
-        dir_okay=False,
-    ),
-]
 HistoryArgument = Annotated[
     Path,
     typer.Argument(help="History file (.parquet, .csv, .avro).", exists=True, dir_okay=False),

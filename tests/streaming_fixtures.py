@@ -46,6 +46,7 @@ __all__ = [
     "fleet_topics",
     "read_records",
     "reference_run",
+    "start_shared_pair",
     "wait_for",
 ]
 
@@ -285,3 +286,23 @@ class WorkerProcess:
     def log_tail(self, lines: int = 30) -> str:
         logs = sorted(self.log_dir.glob(f"worker-{self.worker_id}-*.log"))
         return "\n".join(logs[-1].read_text(errors="replace").splitlines()[-lines:]) if logs else ""
+
+
+def start_shared_pair(
+    bootstrap: str, topics: TopicNames, log_dir: Path, *args: str
+) -> list[WorkerProcess]:
+    """Two workers in shared mode, the learner (``0``) and a ranker (``1``), started, ready and
+    holding four input partitions each; stop them in a ``finally``."""
+    group = unique_name("g")
+    shared = ("--learning", "shared", *args)
+    workers = [
+        WorkerProcess(bootstrap, topics, group, log_dir, *shared, worker_id="0"),
+        WorkerProcess(bootstrap, topics, group, log_dir, *shared, "--no-learner", worker_id="1"),
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.wait_ready()
+    held = lambda: [w.metric("leap_assigned_partitions") for w in workers]  # noqa: E731
+    wait_for("both workers holding 4 input partitions", lambda: held() == [4.0, 4.0])
+    return workers

@@ -42,6 +42,15 @@ LineageHalfLife = Annotated[
         "after ~4.3 of them): a fleet's tempo. Months for results months apart (MLPerf rounds).",
     ),
 ]
+CatalogOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--catalog",
+        help="Hardware catalog TOML (default: the packaged catalog).",
+        exists=True,
+        dir_okay=False,
+    ),
+]
 Partitions = Annotated[
     int, typer.Option("--partitions", min=1, help="Partitions of the co-partitioned job topics.")
 ]
@@ -50,10 +59,7 @@ Partitions = Annotated[
 def serve(
     bootstrap: Bootstrap,
     topic_prefix: Prefix = "",
-    catalog: Annotated[
-        Path | None,
-        typer.Option("--catalog", exists=True, dir_okay=False, help="Hardware catalog TOML."),
-    ] = None,
+    catalog: CatalogOption = None,
     web_port: Annotated[
         int, typer.Option("--web-port", help="HTTP port for /healthz, /metrics, /rankings.")
     ] = 6066,
@@ -269,10 +275,7 @@ def publish_models(
     ],
     bootstrap: Bootstrap,
     topic_prefix: Prefix = "",
-    catalog: Annotated[
-        Path | None,
-        typer.Option("--catalog", exists=True, dir_okay=False, help="Hardware catalog TOML."),
-    ] = None,
+    catalog: CatalogOption = None,
     partitions: Partitions = 4,
 ) -> None:
     """Publish a nightly retrain's models to the service as challengers of the online model.
@@ -283,12 +286,12 @@ def publish_models(
     from confluent_kafka import KafkaException
 
     from leap_stream.backtest.retrain import ModelStoreError, load_models
-    from leap_stream.core.catalog import default_catalog, load_catalog
+    from leap_stream.cli import _load_catalog
     from leap_stream.streaming.produce import publish_nightly_models
     from leap_stream.streaming.topics import TopicError, TopicNames
 
     try:
-        loaded = load_models(model_dir, load_catalog(catalog) if catalog else default_catalog())
+        loaded = load_models(model_dir, _load_catalog(catalog))
     except ModelStoreError as error:
         err_console.print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None

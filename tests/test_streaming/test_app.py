@@ -14,6 +14,7 @@ from streaming_fixtures import (
     end_offsets,
     read_records,
     reference_run,
+    start_shared_pair,
     wait_for,
 )
 
@@ -192,21 +193,9 @@ def test_two_workers_on_four_partitions_rank_from_one_model_version_sequence(
     kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
 ) -> None:
     topics = fleet_topics(partitions=4)
-    group = unique_name("g")
-    shared = ("--learning", "shared", "--snapshot-every", "40", "--snapshot-interval", "1")
-    workers = [
-        WorkerProcess(kafka_bootstrap, topics, group, tmp_path, *shared, worker_id="0"),
-        WorkerProcess(
-            kafka_bootstrap, topics, group, tmp_path, *shared, "--no-learner", worker_id="1"
-        ),
-    ]
+    snapshots = ("--snapshot-every", "40", "--snapshot-interval", "1")
+    workers = start_shared_pair(kafka_bootstrap, topics, tmp_path, *snapshots)
     try:
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.wait_ready()
-        held = lambda: [w.metric("leap_assigned_partitions") for w in workers]  # noqa: E731
-        wait_for("both workers holding 4 input partitions", lambda: held() == [4.0, 4.0])
         # paced, as live traffic: snapshots come out while the rankers rank
         produce_events(EventProducer(kafka_bootstrap, topics), fleet_events, rate=400)
         jobs = _submissions(fleet_events)

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 from kafka_fixtures import unique_name
-from streaming_fixtures import WorkerProcess, read_records, reference_run, wait_for
+from streaming_fixtures import (
+    WorkerProcess,
+    read_records,
+    reference_run,
+    start_shared_pair,
+    wait_for,
+)
 from typer.testing import CliRunner
 
 from leap_stream.backtest.retrain import load_models, retrain
@@ -57,18 +63,23 @@ def test_a_refused_model_store_is_a_clear_error(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "cannot read the manifest" in result.output
 
 
+def _publish_hindsight_model(bootstrap: str, topics, events, name: str) -> dict:
+    """Publish as nightly model ``name`` one that has learned every completion of ``events``,
+    as if trained before the first: it predicts the attempts far better than the online model,
+    so the rule must promote it at the first day boundary. Returns its record."""
+    _, core, examples = reference_run(events)
+    learned = [e for e in examples if not e["out_of_memory"]]
+    model = train_river(TrainingSet.from_examples(learned, core.hw.index), core.model.encoder)
+    start = events[0][1]["event_time"]
+    (record,) = publish_nightly_models(bootstrap, topics, {name: model}, start)
+    return record
+
+
 def test_the_worker_promotes_a_better_nightly_model_and_ranks_with_it(
     kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
 ) -> None:
     topics = fleet_topics(partitions=4)
-    _, core, examples = reference_run(fleet_events)
-    # a "nightly" model that has learned every completion, published as if trained before the
-    # first: it predicts the attempts far better than the online model, so the rule must
-    # promote it at the first day boundary
-    learned = [e for e in examples if not e["out_of_memory"]]
-    oracle = train_river(TrainingSet.from_examples(learned, core.hw.index), core.model.encoder)
-    start = fleet_events[0][1]["event_time"]
-    (record,) = publish_nightly_models(kafka_bootstrap, topics, {"river_batch": oracle}, start)
+    record = _publish_hindsight_model(kafka_bootstrap, topics, fleet_events, "river_batch")
     # and one pickled with other libraries: refused, and the worker goes on
     stale = {**record, "library_versions": {**record["library_versions"], "lightgbm": "0.1"}}
     EventProducer(kafka_bootstrap, topics).send_raw(
@@ -112,26 +123,12 @@ def test_in_shared_mode_every_worker_follows_the_learners_decision(
     kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
 ) -> None:
     topics = fleet_topics(partitions=4)
-    _, core, examples = reference_run(fleet_events)
-    learned = [e for e in examples if not e["out_of_memory"]]
-    oracle = train_river(TrainingSet.from_examples(learned, core.hw.index), core.model.encoder)
-    start = fleet_events[0][1]["event_time"]
-    (record,) = publish_nightly_models(kafka_bootstrap, topics, {"lightgbm": oracle}, start)
-    group = unique_name("g")
-    shared = ("--learning", "shared", "--promotion-window", "1", "--promotion-min-attempts", "50")
-    learner = WorkerProcess(kafka_bootstrap, topics, group, tmp_path, *shared, worker_id="0")
-    ranker = WorkerProcess(
-        kafka_bootstrap, topics, group, tmp_path, *shared, "--no-learner", worker_id="1"
-    )
-    workers = [learner, ranker]
+    record = _publish_hindsight_model(kafka_bootstrap, topics, fleet_events, "lightgbm")
+    rule = ("--promotion-window", "1", "--promotion-min-attempts", "50")
+    workers = start_shared_pair(kafka_bootstrap, topics, tmp_path, *rule)
+    learner, ranker = workers
     serving = 'leap_serving_model{model="lightgbm"}'
     try:
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.wait_ready()
-        held = lambda: [w.metric("leap_assigned_partitions") for w in workers]  # noqa: E731
-        wait_for("both workers holding 4 input partitions", lambda: held() == [4.0, 4.0])
         produce_events(EventProducer(kafka_bootstrap, topics), fleet_events, rate=400)
         jobs = [e["job_id"] for kind, e in fleet_events if kind == "submitted"]
         rankings = {

@@ -51,7 +51,6 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from http.server import ThreadingHTTPServer
@@ -86,7 +85,12 @@ from leap_stream.streaming.snapshots import (
 )
 from leap_stream.streaming.state import ChangelogMap
 from leap_stream.streaming.topics import SNAPSHOT_MAX_BYTES
-from leap_stream.streaming.transport import READ_COMMITTED, consume_available
+from leap_stream.streaming.transport import (
+    READ_COMMITTED,
+    READS_TIMEOUT_S,
+    consume_available,
+    read_to_end,
+)
 from leap_stream.streaming.web import RecentRankings, ServiceMetrics, serve_http
 
 __all__ = ["Worker"]
@@ -94,7 +98,6 @@ __all__ = ["Worker"]
 log = logging.getLogger("leap_stream.worker")
 
 _KIND_RANK = {"submitted": 0, "completed": 1}
-_READS_TIMEOUT_S = 60.0
 # Messages taken from the client per poll: the merge needs every partition's head, and a fetch
 # often delivers one partition's batch before the next one's.
 _CONSUME_BATCH = 1_000
@@ -113,42 +116,6 @@ class _Input:
     kind: str
     event: dict[str, Any] | None = None
     error: tuple[str, str] | None = None  # (error type, reason)
-
-
-def _read_to_end(
-    settings: ServiceSettings,
-    partitions: list[TopicPartition],
-    on_message: Callable[[Message], None],
-) -> None:
-    """Read ``partitions`` (read_committed) from their given offsets to their current end."""
-    if not partitions:
-        return
-    reader = Consumer(
-        {
-            "bootstrap.servers": settings.bootstrap,
-            "group.id": f"{settings.group_id}-reader",  # never joined, never committed
-            **READ_COMMITTED,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        reader.assign(partitions)
-        open_ = {(tp.topic, tp.partition) for tp in partitions}
-        deadline = time.monotonic() + _READS_TIMEOUT_S
-        while open_:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {sorted(open_)} to its end took too long")
-            for message in consume_available(reader, 0.5):
-                error = message.error()
-                if error is None:
-                    on_message(message)
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    open_.discard((message.topic(), message.partition()))
-                else:
-                    raise KafkaException(error)
-    finally:
-        reader.close()
 
 
 class Worker:
@@ -232,7 +199,7 @@ class Worker:
                 "message.max.bytes": SNAPSHOT_MAX_BYTES,
             }
         )
-        self._producer.init_transactions(_READS_TIMEOUT_S)  # aborts a predecessor's leftovers
+        self._producer.init_transactions(READS_TIMEOUT_S)  # aborts a predecessor's leftovers
         self._recover_model()
         self._consumer = Consumer(
             {
@@ -464,8 +431,8 @@ class Worker:
         numbers = sorted({tp.partition for tp in partitions})
         log.info("assigned partitions %s; restoring their state", numbers)
         self._restore_state(numbers)
-        for tp in consumer.committed(partitions, timeout=_READS_TIMEOUT_S):
-            low, high = consumer.get_watermark_offsets(tp, timeout=_READS_TIMEOUT_S)
+        for tp in consumer.committed(partitions, timeout=READS_TIMEOUT_S):
+            low, high = consumer.get_watermark_offsets(tp, timeout=READS_TIMEOUT_S)
             self._fetched[(tp.topic, tp.partition)] = max(tp.offset, low)
             self._high_at_assign[(tp.topic, tp.partition)] = high
         self.merge.assign((tp.topic, tp.partition) for tp in partitions)
@@ -506,8 +473,9 @@ class Worker:
                 if changelog.restore(message.partition(), key, value):
                     return
 
-        _read_to_end(
-            self.settings,
+        read_to_end(
+            self.settings.bootstrap,
+            self.settings.group_id,
             [TopicPartition(self.topics.state, p, OFFSET_BEGINNING) for p in partitions],
             restore,
         )
@@ -524,7 +492,12 @@ class Worker:
             if message.value():
                 newest[message.key() or b""] = message
 
-        _read_to_end(self.settings, [TopicPartition(self.topics.models, 0, OFFSET_BEGINNING)], keep)
+        read_to_end(
+            self.settings.bootstrap,
+            self.settings.group_id,
+            [TopicPartition(self.topics.models, 0, OFFSET_BEGINNING)],
+            keep,
+        )
         snapshot = newest.pop(MODEL_KEY, None)
         if snapshot is not None:
             record = self.codec.decode(snapshot.value(), reader="ModelSnapshot")
@@ -537,8 +510,9 @@ class Worker:
         for key, message in sorted(newest.items(), key=lambda item: item[1].offset()):
             self._on_model_record(key, message.value())
         if self.learner is not None:
-            _read_to_end(
-                self.settings,
+            read_to_end(
+                self.settings.bootstrap,
+                self.settings.group_id,
                 [TopicPartition(self.topics.learn, 0, self._learn_next)],
                 self._fold,
             )

@@ -1,5 +1,5 @@
 """The streaming commands of ``leap-stream``: ``serve``, ``topics create``, ``produce``,
-``publish-models``, ``scheduler``.
+``publish-models``, ``models``, ``scheduler``.
 
 Registered on the main command line by :mod:`leap_stream.cli`. Kafka is imported inside the
 commands, so ``leap-stream --help`` answers at once.
@@ -309,6 +309,55 @@ def publish_models(
         )
 
 
+def models(bootstrap: Bootstrap, topic_prefix: Prefix = "") -> None:
+    """Show what is on the models topic: the online snapshot, the nightly models, and which
+    model ranks now and why (the newest ServingDecision)."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaException, Message, TopicPartition
+
+    from leap_stream.data.codec import default_codec
+    from leap_stream.streaming.snapshots import SERVING_KEY
+    from leap_stream.streaming.topics import TopicNames
+    from leap_stream.streaming.transport import read_to_end
+
+    names = TopicNames(topic_prefix)
+    newest: dict[bytes, bytes] = {}
+
+    def keep(message: Message) -> None:
+        if message.value():
+            newest[message.key() or b""] = message.value()
+
+    try:
+        start = [TopicPartition(names.models, 0, OFFSET_BEGINNING)]
+        read_to_end(bootstrap, "leap-stream-models", start, keep, timeout=30.0)
+    except (KafkaException, TimeoutError) as error:
+        err_console.print(f"[red]error:[/red] reading {names.models}: {error}")
+        raise typer.Exit(1) from None
+    codec = default_codec()
+    decision = newest.pop(SERVING_KEY, None)
+    console.print(f"{len(newest)} model(s) on {names.models}:")
+    for key, value in sorted(newest.items()):
+        record = codec.decode(value, reader="ModelSnapshot")
+        until = record.get("trained_until")
+        trained = f", trained until {until:%Y-%m-%d %H:%M}" if until else ""
+        console.print(
+            f"  {key.decode(errors='replace')}: {record['model_version']}, "
+            f"{record['trained_on_events']:,} completions learned{trained}, "
+            f"published {record['event_time']:%Y-%m-%d %H:%M}",
+            soft_wrap=True,
+        )
+    if decision is None:
+        console.print("serving: online (no ServingDecision yet)")
+        return
+    serving = codec.decode(decision, reader="ServingDecision")
+    shares = ", ".join(f"{m} {v:.1%}" for m, v in sorted(serving["window_shares"].items()))
+    console.print(
+        f"serving: {serving['serving']} ({serving['serving_version']}) from {serving['day']}: "
+        f"{serving['reason']}; within 10% over the window: {shares or 'none yet'} "
+        f"({serving['window_attempts']:,} completions)",
+        soft_wrap=True,
+    )
+
+
 def _row_count(path: Path) -> int | None:
     """Events in a Parquet history (from its footer); None for the other formats."""
     if path.suffix != ".parquet":
@@ -366,4 +415,5 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
     app.command("produce")(produce)
     app.command("publish-models")(publish_models)
+    app.command("models")(models)
     app.command("scheduler")(scheduler)

@@ -82,9 +82,11 @@ def test_the_worker_promotes_a_better_nightly_model_and_ranks_with_it(
     record = _publish_hindsight_model(kafka_bootstrap, topics, fleet_events, "river_batch")
     # and one pickled with other libraries: refused, and the worker goes on
     stale = {**record, "library_versions": {**record["library_versions"], "lightgbm": "0.1"}}
-    EventProducer(kafka_bootstrap, topics).send_raw(
+    producer = EventProducer(kafka_bootstrap, topics)
+    producer.send_raw(
         topics.models, b"nightly:stale", default_codec().encode("ModelSnapshot", stale)
     )
+    producer.flush()
     rule = ("--promotion-window", "1", "--promotion-min-attempts", "50")
     worker = WorkerProcess(kafka_bootstrap, topics, unique_name("g"), tmp_path, *rule).start()
     try:
@@ -117,6 +119,12 @@ def test_the_worker_promotes_a_better_nightly_model_and_ranks_with_it(
     versions = [rankings[job]["model_version"] for job in jobs]
     assert versions[0] == "online-0"  # the online model ranks until the first decision
     assert set(versions[-100:]) == {record["model_version"]}  # then the nightly model
+    shown = CliRunner().invoke(
+        app, ["models", "--bootstrap", kafka_bootstrap, "--topic-prefix", topics.prefix]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "nightly:river_batch" in shown.output and "nightly:stale" in shown.output
+    assert f"serving: river_batch ({record['model_version']}) from {days[-1]}" in shown.output
 
 
 def test_in_shared_mode_every_worker_follows_the_learners_decision(

@@ -725,6 +725,14 @@ def ablate_command(
     ] = None,
     catalog: CatalogOption = None,
     lineage_half_life: LineageHalfLife = HALF_LIFE_DAYS,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Read the variants already replayed into --out (their summary.json) instead of "
+            "replaying them again; refused when --out holds an ablation of other inputs.",
+        ),
+    ] = False,
 ) -> None:
     """Replay with one input group removed at a time: what each is worth (docs/ablation.md).
 
@@ -732,7 +740,7 @@ def ablate_command(
     job_configuration, interactions, roofline and learned_model; the lookup table's row comes
     from the full replay.
     """
-    from leap_stream.backtest.ablation import VARIANTS, ablate, table_cells
+    from leap_stream.backtest.ablation import VARIANTS, ResumeError, ablate, table_cells
 
     known = {v.name: v for v in VARIANTS}
     unknown = sorted(set(only or ()) - known.keys())
@@ -741,15 +749,17 @@ def ablate_command(
         raise typer.Exit(2)
     chosen = [v for v in VARIANTS if not only or v.name == "full" or v.name in only]
     began = time.perf_counter()
-    table = ablate(
-        history,
-        out,
-        _load_catalog(catalog),
-        oracle=oracle,
-        variants=chosen,
-        workers=workers,
-        lineage_half_life_days=lineage_half_life,
-    )
+    with _exit_on(ResumeError):
+        table = ablate(
+            history,
+            out,
+            _load_catalog(catalog),
+            oracle=oracle,
+            variants=chosen,
+            workers=workers,
+            lineage_half_life_days=lineage_half_life,
+            resume=resume,
+        )
     header, rows = table_cells(table)
     view = Table(title=f"ablation of {history.name} (in brackets: points from full)")
     for column in header[:-1]:  # what each variant removed: in ablation.md

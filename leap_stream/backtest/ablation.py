@@ -21,6 +21,7 @@ and each one's difference from ``full`` in points. ``ablation.csv``, ``ablation.
 from __future__ import annotations
 
 import html
+import json
 import math
 import multiprocessing
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,7 @@ from leap_stream.core.priors import HALF_LIFE_DAYS
 __all__ = [
     "LOOKUP_TABLE",
     "VARIANTS",
+    "ResumeError",
     "Variant",
     "ablate",
     "ablation_table",
@@ -51,6 +53,7 @@ __all__ = [
 ]
 
 LOOKUP_TABLE = "lookup_table"
+INPUTS_FILE = "inputs.json"
 # The table's figures: (column, what it is), each a fraction; "points" columns are differences.
 FIGURES = (
     ("within_10pct", "within 10%"),
@@ -58,6 +61,10 @@ FIGURES = (
     ("coverage", "coverage"),
     ("top1_regret", "top-1 regret"),
 )
+
+
+class ResumeError(ValueError):
+    """``--resume`` into a directory that holds an ablation of other inputs."""
 
 
 @dataclass(frozen=True)
@@ -111,31 +118,43 @@ def ablate(
     workers: int | None = None,
     progress: bool = True,
     lineage_half_life_days: float = HALF_LIFE_DAYS,
+    resume: bool = False,
 ) -> pd.DataFrame:
     """Replay ``history`` once per variant; write and return the ablation table.
 
     ``workers``: processes (default: the machine's cores; 0 runs the replays in this process,
     one after the other). The variants must include ``full``, the reference of every difference.
+    ``resume``: a variant whose ``variants/<name>/summary.json`` is already in ``out_dir`` is
+    read, not replayed again (a replay writes it last, so it is there only when the replay
+    finished); ``out_dir/inputs.json`` must then name the same inputs, when it exists.
     """
     if not any(v.name == "full" and not v.without for v in variants):
         raise ValueError("the variants must include 'full' (nothing removed): the reference")
     out_dir.mkdir(parents=True, exist_ok=True)
+    _check_inputs(out_dir / INPUTS_FILE, _inputs(history, oracle, lineage_half_life_days), resume)
     workers = machine_cores() if workers is None else workers
     args = (history, out_dir, catalog, oracle, lineage_half_life_days)
     summaries: dict[str, dict[str, Any]] = {}
+    todo = list(variants)
+    if resume:
+        for variant in variants:
+            done = out_dir / "variants" / variant.name / "summary.json"
+            if done.exists():
+                summaries[variant.name] = json.loads(done.read_text(encoding="utf-8"))
+        todo = [v for v in variants if v.name not in summaries]
     columns = (TextColumn("ablation: variants replayed"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), disable=not progress) as bar:
-        task = bar.add_task("variants", total=len(variants))
+        task = bar.add_task("variants", total=len(variants), completed=len(summaries))
         if workers == 0:
-            for variant in variants:
+            for variant in todo:
                 name, summary = _replay_variant(variant, *args)
                 summaries[name] = summary
                 bar.advance(task)
-        else:
+        elif todo:
             context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
-            pool = min(workers, len(variants))
+            pool = min(workers, len(todo))
             with ProcessPoolExecutor(pool, mp_context=context) as executor:
-                futures = [executor.submit(_replay_variant, v, *args) for v in variants]
+                futures = [executor.submit(_replay_variant, v, *args) for v in todo]
                 for future in as_completed(futures):
                     name, summary = future.result()
                     summaries[name] = summary
@@ -146,6 +165,29 @@ def ablate(
     title = f"leap-stream ablation: {history.name}"
     (out_dir / "ablation.html").write_text(_page(table, title), encoding="utf-8")
     return table
+
+
+def _inputs(history: Path, oracle: Path | None, lineage_half_life_days: float) -> dict[str, Any]:
+    """What an ablation's variants were replayed from: files by path and size, and settings."""
+    files = {"history": history, "oracle": oracle}
+    return {
+        **{name: str(path.resolve()) if path else None for name, path in files.items()},
+        **{f"{name}_bytes": path.stat().st_size if path else None for name, path in files.items()},
+        "lineage_half_life_days": lineage_half_life_days,
+    }
+
+
+def _check_inputs(path: Path, inputs: dict[str, Any], resume: bool) -> None:
+    """Refuse to resume an ablation of other inputs; record this one's."""
+    if resume and path.exists():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        differ = {k: (before.get(k), v) for k, v in inputs.items() if before.get(k) != v}
+        if differ:
+            raise ResumeError(
+                f"cannot resume: {path.parent} holds an ablation of other inputs "
+                f"(there, here): {differ}"
+            )
+    path.write_text(json.dumps(inputs, indent=2) + "\n", encoding="utf-8")
 
 
 def _figures(summary: Mapping[str, Any]) -> dict[str, float]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from leap_stream import cli
-from leap_stream.backtest.ablation import LOOKUP_TABLE, VARIANTS, Variant, ablate
+from leap_stream.backtest.ablation import LOOKUP_TABLE, VARIANTS, ResumeError, Variant, ablate
 from leap_stream.backtest.nightly import NightlyOptions
 from leap_stream.backtest.replay import replay
 from leap_stream.core.catalog import Catalog
@@ -150,3 +151,28 @@ def test_input_groups_are_left_out_of_the_in_process_online_core_only(
             replay(history, tmp_path, hw_catalog, without={"roofline"}, **extra)
     with pytest.raises(ValueError, match="unknown input group"):
         replay(history, tmp_path, hw_catalog, without={"specs"}, progress=False, report=False)
+
+
+def test_resume_reads_the_variants_already_replayed_and_replays_the_rest(
+    fleet: Path, ablation: tuple[pd.DataFrame, Path], hw_catalog: Catalog, tmp_path: Path
+) -> None:
+    _, done = ablation
+    out = tmp_path / "ablation"
+    shutil.copytree(done, out)
+    stored = out / "variants" / "full" / "summary.json"
+    marked = json.loads(stored.read_text())
+    marked["accuracy"]["within_10pct_abstain_as_miss"] = 0.123  # read back, never replayed
+    stored.write_text(json.dumps(marked))
+    more = [*CHOSEN, next(v for v in VARIANTS if v.name == "no_roofline")]
+    history, oracle = fleet / "history.parquet", fleet / "oracle.parquet"
+    table = ablate(
+        history, out, hw_catalog, oracle=oracle, variants=more, workers=0, progress=False,
+        resume=True,
+    ).set_index("variant")  # fmt: skip
+    assert table.loc["full", "within_10pct"] == 0.123
+    assert (out / "variants" / "no_roofline" / "summary.json").exists()
+    assert table.loc["no_roofline", "within_10pct_points"] == pytest.approx(
+        (_summary(out, "no_roofline")["accuracy"]["within_10pct_abstain_as_miss"] - 0.123) * 100
+    )
+    with pytest.raises(ResumeError, match="other inputs"):  # without the oracle: other inputs
+        ablate(history, out, hw_catalog, variants=more, workers=0, progress=False, resume=True)

@@ -55,6 +55,7 @@ __all__ = [
     "produce",
     "read_topic",
     "unique_name",
+    "wait_for_leaders",
 ]
 
 BOOTSTRAP_ENV = "LEAP_KAFKA_BOOTSTRAP"
@@ -198,7 +199,7 @@ def kafka_bootstrap() -> Iterator[str]:
             _run_broker_script("stop")
 
 
-def _wait_for_leaders(admin: AdminClient, topic: str, partitions: int) -> None:
+def wait_for_leaders(admin: AdminClient, topic: str, partitions: int) -> None:
     """Wait until the broker's metadata shows every partition of ``topic`` with a leader, so a
     producer or consumer started right after never sees UNKNOWN_TOPIC_OR_PART."""
     deadline = time.monotonic() + ADMIN_TIMEOUT_S
@@ -245,7 +246,7 @@ def kafka_topic(kafka_bootstrap: str) -> Iterator[TopicFactory]:
         except Exception as error:
             raise KafkaFixtureError(f"kafka_topic: creating {name!r} failed: {error}") from error
         created.append(name)
-        _wait_for_leaders(admin, name, partitions)
+        wait_for_leaders(admin, name, partitions)
         return name
 
     yield create

@@ -28,14 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_fixtures import unique_name
+from kafka_fixtures import unique_name, wait_for_leaders
 
 from leap_stream.core import LeapCore
 from leap_stream.core.catalog import default_catalog
 from leap_stream.data.codec import decode, encode
 from leap_stream.data.fleet import FleetConfig, generate_fleet
 from leap_stream.data.history import iter_events
-from leap_stream.streaming.topics import TopicNames, create_topics
+from leap_stream.streaming.topics import TopicNames, create_topics, topic_specs
 from leap_stream.streaming.transport import READ_COMMITTED, consume_available
 
 __all__ = [
@@ -73,6 +73,8 @@ def fleet_topics(kafka_bootstrap: str) -> Iterator[Callable[..., TopicNames]]:
         names = TopicNames(unique_name("svc") + ".")
         create_topics(admin, names, partitions)
         made.append(names)
+        for spec in topic_specs(names, partitions):  # a client started next must see them
+            wait_for_leaders(admin, spec.name, spec.partitions)
         return names
 
     yield create

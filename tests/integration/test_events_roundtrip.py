@@ -61,6 +61,18 @@ def one_of_each() -> list[tuple[str, dict[str, Any]]]:
         "payload_format": "pickle",
         "payload": b"\x80\x05\x95 not really a model",
         "log_offsets": {"leap.learn:0": 1000},
+        "trained_until": None,
+    }
+    decision = {
+        "event_id": "serving-1",
+        "event_time": WHEN,
+        "day": WHEN.date(),
+        "serving": "lightgbm",
+        "serving_version": "lightgbm-20260301T0000Z",
+        "promoted": True,
+        "reason": "lightgbm 64.0% beat online 61.5% by >= 1.0%",
+        "window_shares": {"online": 0.615, "lightgbm": 0.64},
+        "window_attempts": 9120,
     }
     dead_letter = {
         "event_id": "dead-1",
@@ -79,6 +91,7 @@ def one_of_each() -> list[tuple[str, dict[str, Any]]]:
         ("HardwareRanking", ranking),
         ("ModelSnapshot", snapshot),
         ("DeadLetter", dead_letter),
+        ("ServingDecision", decision),
     ]
 
 

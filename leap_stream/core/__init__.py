@@ -9,7 +9,8 @@ Modules: ``events`` (the contract in plain data), ``catalog`` and ``hardware`` (
 catalog), ``memory`` and ``eligibility`` (what can run where), ``features`` and ``model`` (the
 online throughput model), ``priors`` (what a lineage measured before), ``intervals``,
 ``lookup`` (the baseline), ``ranking`` and ``leap`` (:class:`LeapCore`); ``inputs`` (the input
-groups an ablation removes), ``transfer``, ``memory_risk``, ``batch`` and ``promotion``.
+groups an ablation removes), ``transfer``, ``memory_risk``, ``batch``, ``promotion`` and
+``champion`` (the service's daily scoreboard for the promotion rule).
 """
 
 from leap_stream.core.leap import LeapCore, LearnExample, LookupRanker

@@ -522,6 +522,7 @@ class Worker:
         self._models = self._follower(self.topics.models, self._models_next)
         if self.settings.learning == "shared" and self.learner is not None:
             self._learn_log = self._follower(self.topics.learn, self._learn_next)
+        self._publish_decisions()  # the refold's, taken again the same way
 
     def _follower(self, topic: str, offset: int) -> Consumer:
         consumer = Consumer(

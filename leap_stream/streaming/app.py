@@ -228,6 +228,7 @@ class Worker:
                 if batch:
                     self._process(batch)
                 self._follow_model()
+            self._publish_decisions()
             if self.learner is not None and self._learned_since_snapshot:
                 self.publish_snapshot()  # a clean stop leaves the newest model for a restart
         finally:
@@ -356,9 +357,10 @@ class Worker:
             self.recent.put(record)
             metrics.ranking(record["abstained"])
             metrics.latency.observe(max(now_ms - submitted_ms, 0.0) / 1000.0)
+        # decisions first: a snapshot's scoreboard never gets ahead of the decisions published
+        self._publish_decisions()
         if self.learner is self.core:
             self._maybe_snapshot()
-        self._publish_decisions()
         self._update_lag(offsets)
 
     def _completed(self, event: dict[str, Any]) -> None:
@@ -550,8 +552,8 @@ class Worker:
             for message in self._learn_log.consume(self.settings.max_batch, timeout=0):
                 if message.error() is None:
                     self._fold(message)
-            self._maybe_snapshot()
             self._publish_decisions()
+            self._maybe_snapshot()
         if self._models is None:
             return
         newest_online = None

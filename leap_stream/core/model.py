@@ -225,11 +225,14 @@ class ThroughputModel:
 
     # -- learning ----------------------------------------------------------------------------
 
-    def learn_one(self, job: JobFeatures, position: int, log_throughput: float) -> None:
+    def learn_one(
+        self, job: JobFeatures, position: int, log_throughput: float, *, count: bool = True
+    ) -> None:
         """Learn from one measured throughput (already net of the lineage's own offset).
 
         River's ``LinearRegression.learn_one`` with AdaGrad on the pair's feature dict, step for
-        step, on the arrays.
+        step, on the arrays. ``count=False``: a second pass over an example already learned
+        (the weights move; ``learned``, ``seen`` and ``family_seen`` count it once).
         """
         if not math.isfinite(log_throughput):
             return
@@ -271,6 +274,8 @@ class ThroughputModel:
         self._mirror[columns] = weights
         self._iterations += 1
         self._river_stale = True
+        if not count:
+            return
         self.learned += 1
         self.seen[position] += 1
         self.family_seen(job.family)[position] += 1

@@ -317,6 +317,34 @@ def test_without_the_learned_model_predictions_do_not_move(hw_catalog: Catalog) 
         assert moved == (name == "full"), name
 
 
+def test_each_completion_is_learned_again_second_pass_delay_completions_later(
+    hw_catalog: Catalog,
+) -> None:
+    core = LeapCore(hw_catalog, second_pass_delay=2)
+    reference = LeapCore(hw_catalog, second_pass_delay=0)  # the same passes, by hand
+    examples = []
+    for i in range(5):
+        for c in (core, reference):
+            c.on_submitted(_sub(f"a{i}", f"lin{i % 2}", i))
+        done = _done(f"a{i}", f"lin{i % 2}", i + 0.5, TWO[i % 2], 100.0 * (i + 1))
+        assert core.on_completed(done)
+        _, example = reference.join(done)
+        assert example is not None
+        reference.learn(example)
+        examples.append(example)
+        if i >= 2:
+            again = examples[i - 2]
+            job = reference.model.encoder.job(again["job"])
+            position = reference.hw.index[again["hardware_type"]]
+            reference.model.learn_one(job, position, again["target"], count=False)
+    assert core.model.regressor._weights.to_dict() == reference.model.regressor._weights.to_dict()
+    assert core.model.learned == 5 and len(core.second_pass) == 2
+    probe = _sub("probe", "new", 9)
+    np.testing.assert_array_equal(
+        core.on_submitted(probe).predicted, reference.on_submitted(probe).predicted
+    )
+
+
 def test_an_unknown_input_group_is_refused(hw_catalog: Catalog) -> None:
     with pytest.raises(ValueError, match="unknown input group"):
         LeapCore(hw_catalog, without={"priors"})

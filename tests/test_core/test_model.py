@@ -272,6 +272,28 @@ def test_a_name_repeated_in_a_pair_is_one_feature_as_in_river(model: ThroughputM
     # family, precision and framework share a name)
 
 
+def test_a_second_pass_learns_as_river_does_and_counts_once(model: ThroughputModel) -> None:
+    # LeapCore's second pass: river learns the example again; the counts see it once
+    rng = np.random.default_rng(5)
+    river = _river_reference()
+    jobs = _random_jobs(model, rng, 10)
+    positions = rng.integers(len(model.encoder.hw), size=len(jobs)).tolist()
+    examples = [
+        (job, position, float(model.encoder.baseline(job)[position] + rng.normal(-1.0, 0.5)))
+        for job, position in zip(jobs, positions, strict=True)
+    ]
+    for again, example in enumerate(examples):
+        model.learn_one(*example)
+        _river_learn(river, model, *example)
+        if again >= 3:  # each example a second time, three examples later
+            model.learn_one(*examples[again - 3], count=False)
+            _river_learn(river, model, *examples[again - 3])
+    assert model.regressor._weights.to_dict() == river._weights.to_dict()
+    assert model.regressor.optimizer.n_iterations == 10 + 7
+    assert model.learned == 10 and model.seen.sum() == 10
+    assert sum(seen.sum() for seen in model.seen_by_family.values()) == 10
+
+
 def test_a_restored_model_keeps_learning_as_river_does(model: ThroughputModel) -> None:
     # a pickle carries river's regressor (weights, intercept, AdaGrad's sums): the learner
     # restarts from it, so the copy and river go on learning alike

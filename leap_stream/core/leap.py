@@ -242,7 +242,7 @@ class LeapCore:
         )
         offsets = view.offsets
         if state:  # hardware the lineage has not run on: its residuals elsewhere, corrected
-            transfer = self._transfer_offsets(state, event, job, positions, now_ms)
+            transfer = self._transfer_offsets(state, event, job, positions, base, now_ms)
             offsets = np.where(view.same_hardware, view.offsets, transfer)
         has_exact = np.isfinite(view.exact)
         log_pred = np.where(has_exact, view.exact, base + offsets)
@@ -316,9 +316,11 @@ class LeapCore:
         event: dict[str, Any],
         job: JobFeatures,
         positions: np.ndarray,
+        base: np.ndarray,
         now_ms: float,
     ) -> np.ndarray:
-        """The lineage's offset on each candidate from its residuals on the hardware it ran.
+        """The lineage's offset on each candidate from its residuals on the hardware it ran
+        (``base``: the model's prediction for each candidate).
 
         Each hardware type the lineage measured this very configuration on is a reference
         (else its latest measurement, whatever the configuration): its residual against the
@@ -334,9 +336,7 @@ class LeapCore:
                 return np.full(len(positions), lineage_offset(state, now_ms, self.half_life))
             hardware, log_throughput, config = last
             references = [(self.hw.index[hardware], log_throughput, self.model.encoder.job(config))]
-        efficiency = self.model.predict_many(job, positions) - self.model.encoder.baseline(
-            job, positions
-        )
+        efficiency = base - self.model.encoder.baseline(job, positions)
         total = np.zeros(len(positions))
         weights = np.zeros(len(positions))
         for reference, log_throughput, reference_job in references:

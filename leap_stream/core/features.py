@@ -34,7 +34,7 @@ from leap_stream.core.events import PRECISIONS
 from leap_stream.core.hardware import HardwareArrays
 from leap_stream.core.inputs import check_groups
 
-__all__ = ["ASSUMED_MFU", "FeatureEncoder", "JobFeatures"]
+__all__ = ["ASSUMED_MFU", "TYPE_SLOPES", "FeatureEncoder", "JobFeatures"]
 
 # The utilisation the communication estimate assumes for compute: only the ratio matters, and
 # the model learns how far off it is per family and model type.
@@ -45,6 +45,10 @@ MEMORY_KNEES = (-1.5, 0.0, 1.5)
 _COMMUNICATION = slice(1, 1 + len(COMMUNICATION_OFFSETS))
 _TYPE_COMMUNICATION = 1 + len(COMMUNICATION_OFFSETS) + len(MEMORY_KNEES) + 3
 _PEAK_OVER_LINK = _TYPE_COMMUNICATION + 1
+# Rows of FeatureEncoder.numeric that are the model type's own slopes (the last two): learned
+# from the few hardware types that type ran on, they are not extrapolated beyond them
+# (ThroughputModel.slope_range).
+TYPE_SLOPES = slice(_TYPE_COMMUNICATION - 1, _TYPE_COMMUNICATION + 1)
 _OFFSETS = np.array(COMMUNICATION_OFFSETS)[:, None]
 
 _ONES = (1.0,) * 6  # the six one-hots of a pair (see FeatureEncoder.onehot_keys)

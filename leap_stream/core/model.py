@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from river import linear_model, optim, utils
 
-from leap_stream.core.features import FeatureEncoder, JobFeatures
+from leap_stream.core.features import TYPE_SLOPES, FeatureEncoder, JobFeatures
 
 __all__ = ["ThroughputModel"]
 
@@ -48,7 +48,9 @@ _UNSEEN = -1.0
 # What pickles carry: river's regressor plus the model's own counts and column index (the layout
 # of earlier versions, which can load these pickles); the learner's arrays are rebuilt from river.
 _PERSISTED = ("encoder", "learned", "seen", "seen_by_family", "_column", "_mirror",
-              "_device_columns")  # fmt: skip
+              "_device_columns", "slope_range")  # fmt: skip
+# A model type's own slope with no range (a pickle from before ranges were kept) is not clipped.
+_UNBOUNDED = (-math.inf, math.inf)
 
 
 class ThroughputModel:
@@ -78,6 +80,8 @@ class ThroughputModel:
         self._mirror = np.zeros(1024)
         self._g2 = np.full(1024, _UNSEEN)
         self._device_columns = self._columns(encoder.device_names())
+        # column of a model type's own slope -> (lowest, highest) value it was learned on
+        self.slope_range: dict[int, tuple[float, float]] = {}
         self._start_learner()
 
     # -- river as the persisted form -----------------------------------------------------------
@@ -90,6 +94,13 @@ class ThroughputModel:
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)
         self._river = state.pop("regressor")
+        if "slope_range" not in state:  # learned before ranges were kept: never clipped
+            own = (
+                c
+                for name, c in state["_column"].items()
+                if name.startswith("type=") and ":" in name
+            )
+            state["slope_range"] = dict.fromkeys(own, _UNBOUNDED)
         self.__dict__.update(state)
         self._start_learner()
 
@@ -211,15 +222,39 @@ class ThroughputModel:
         scalar = self._intercept + float(mirror[shared_columns] @ job.shared_values)
         # the sum in this order, in place (the baseline is a new array)
         log_throughput = self.encoder.baseline(job, positions)
-        log_throughput += mirror[numeric_columns] @ self.encoder.numeric(job, positions)
+        log_throughput += mirror[numeric_columns] @ self._clip_type_slopes(
+            self.encoder.numeric(job, positions), numeric_columns
+        )
         log_throughput += np.add.reduce(mirror[onehot_columns], axis=1)  # .sum(), no wrapper
         log_throughput += mirror[device_columns] * job.log_devices
         log_throughput += scalar
         return log_throughput
 
+    def _clip_type_slopes(self, numeric: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """``numeric`` (rows: features, columns: candidates) with the model type's own slopes'
+        values clipped to the range they were learned on.
+
+        A type's own slope is learned from the few hardware types it ran on: with one, it is an
+        offset in disguise, and a straight line through two or three says nothing of hardware
+        far from them. Beyond what it saw, the family's slopes and the one-hots speak.
+        """
+        ranges = [self.slope_range.get(c) for c in columns[TYPE_SLOPES].tolist()]
+        if not any(ranges):  # nothing learned yet: the weights are zero
+            return numeric
+        numeric = numeric.copy()
+        for row, bounds in zip(range(len(numeric))[TYPE_SLOPES], ranges, strict=True):
+            if bounds is not None:
+                np.clip(numeric[row], *bounds, out=numeric[row])
+        return numeric
+
     def predict_one(self, job: JobFeatures, position: int) -> float:
-        """The same prediction for one candidate, through river's own ``predict_one``."""
+        """The same prediction for one candidate, through river's own ``predict_one`` (on the
+        pair's features, the type's own slopes clipped as in :meth:`predict_many`)."""
         x = self.encoder.pair(job, position)
+        for name in job.numeric_names[TYPE_SLOPES]:
+            bounds = self.slope_range.get(self._column.get(name, -1))
+            if bounds is not None:
+                x[name] = min(max(x[name], bounds[0]), bounds[1])
         baseline = float(self.encoder.baseline(job)[position])
         return baseline + self.regressor.predict_one(x)
 
@@ -272,6 +307,11 @@ class ThroughputModel:
                 weights[i] -= lr / (g2 + eps) ** 0.5 * g
         self._g2[columns] = sums  # the zeros' entries go back unchanged
         self._mirror[columns] = weights
+        own = self._columns_of(job)[1][TYPE_SLOPES].tolist()
+        values = self.encoder.numeric(job)[TYPE_SLOPES, position].tolist()
+        for column, value in zip(own, values, strict=True):
+            low, high = self.slope_range.get(column, (value, value))
+            self.slope_range[column] = (min(low, value), max(high, value))
         self._iterations += 1
         self._river_stale = True
         if not count:

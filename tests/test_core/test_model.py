@@ -3,6 +3,7 @@ predict_one, learning, pickling."""
 
 from __future__ import annotations
 
+import copy
 import math
 import pickle
 
@@ -12,7 +13,7 @@ from core_fixtures import JOBS
 from river import linear_model, optim
 
 from leap_stream.core.catalog import Catalog
-from leap_stream.core.features import FeatureEncoder, JobFeatures
+from leap_stream.core.features import TYPE_SLOPES, FeatureEncoder, JobFeatures
 from leap_stream.core.hardware import HardwareArrays
 from leap_stream.core.model import INTERCEPT_LR, LEARNING_RATE, ThroughputModel
 
@@ -323,9 +324,75 @@ def test_a_restored_model_keeps_learning_as_river_does(model: ThroughputModel) -
 
 def test_the_pickle_keeps_the_earlier_layout(model: ThroughputModel) -> None:
     # the river regressor under ``regressor`` and the column index, as earlier versions wrote
+    # (plus the type slopes' ranges, which they ignore)
     _learn_some(model, 50)
     state = model.__getstate__()
     assert set(state) == {"encoder", "regressor", "learned", "seen", "seen_by_family",
-                          "_column", "_mirror", "_job_columns", "_device_columns"}  # fmt: skip
+                          "_column", "_mirror", "_job_columns", "_device_columns",
+                          "slope_range"}  # fmt: skip
     assert isinstance(state["regressor"], linear_model.LinearRegression)
     assert state["regressor"].optimizer.n_iterations == 50
+
+
+def _type_slope_share(model: ThroughputModel, job: JobFeatures) -> np.ndarray:
+    """What the model type's own slopes add to each candidate's prediction."""
+    without = copy.deepcopy(model)
+    without._mirror[model._columns_of(job)[1][TYPE_SLOPES]] = 0.0
+    return model.predict_many(job) - without.predict_many(job)
+
+
+def _learn_on_one_type(model: ThroughputModel, hardware: str = "H100-SXM") -> JobFeatures:
+    job = _features(model)[0]
+    position = model.encoder.hw.index[hardware]
+    for _ in range(100):
+        model.learn_one(job, position, float(model.encoder.baseline(job)[position]) - 2.0)
+    return job
+
+
+def test_a_type_seen_on_one_hardware_type_adds_its_own_slopes_alike_everywhere(
+    model: ThroughputModel,
+) -> None:
+    # learned on one hardware type, the type's own slope is an offset in disguise: it must not
+    # tell candidates apart (their values of it differ)
+    job = _learn_on_one_type(model)
+    assert np.ptp(model.encoder.numeric(job)[TYPE_SLOPES][0]) > 0.5
+    share = _type_slope_share(model, job)
+    assert np.abs(share).max() > 1e-3  # the slopes were learned
+    np.testing.assert_allclose(share, share[model.encoder.hw.index["H100-SXM"]], atol=1e-12)
+    _assert_batch_equals_river(model, job)  # river's predict_one clips alike
+
+
+def test_a_types_own_slopes_hold_between_the_hardware_it_ran_on(model: ThroughputModel) -> None:
+    job = _features(model)[0]
+    values = model.encoder.numeric(job)[TYPE_SLOPES]  # rows: the two slopes; columns: hardware
+    order = np.argsort(values[0])
+    learned_on = [int(order[len(order) // 4]), int(order[3 * len(order) // 4])]
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        position = learned_on[int(rng.integers(2))]
+        model.learn_one(job, position, float(model.encoder.baseline(job)[position]) - 2.0)
+    weights = model._mirror[model._columns_of(job)[1][TYPE_SLOPES]]
+    assert np.abs(weights).max() > 1e-3
+    # each slope's value held within what the two types it ran on had
+    seen = values[:, learned_on]
+    held = np.clip(values, seen.min(axis=1, keepdims=True), seen.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(_type_slope_share(model, job), weights @ held, atol=1e-12)
+    assert np.abs(weights @ held - weights @ values).max() > 1e-3  # and that is not a no-op
+    _assert_batch_equals_river(model, job)
+
+
+def test_a_pickle_from_before_slope_ranges_extrapolates_as_it_did(model: ThroughputModel) -> None:
+    job = _learn_on_one_type(model)
+    state = model.__getstate__()
+    del state["slope_range"]
+    older = ThroughputModel.__new__(ThroughputModel)
+    older.__setstate__(state)
+    own = older._columns_of(job)[1][TYPE_SLOPES]
+    unclipped = older._mirror[own] @ older.encoder.numeric(job)[TYPE_SLOPES]
+    np.testing.assert_allclose(_type_slope_share(older, job), unclipped, atol=1e-12)
+    older.learn_one(job, 3, 1.0)  # and stays so while it learns on
+    np.testing.assert_allclose(
+        _type_slope_share(older, job),
+        older._mirror[own] @ older.encoder.numeric(job)[TYPE_SLOPES],
+        atol=1e-12,
+    )

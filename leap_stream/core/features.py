@@ -34,7 +34,14 @@ from leap_stream.core.events import PRECISIONS
 from leap_stream.core.hardware import HardwareArrays
 from leap_stream.core.inputs import check_groups
 
-__all__ = ["ASSUMED_MFU", "TYPE_SLOPES", "FeatureEncoder", "JobFeatures"]
+__all__ = [
+    "ASSUMED_MFU",
+    "PAIR_TYPE_SLOPES",
+    "TYPE_SLOPES",
+    "FeatureEncoder",
+    "JobFeatures",
+    "RecentCache",
+]
 
 # The utilisation the communication estimate assumes for compute: only the ratio matters, and
 # the model learns how far off it is per family and model type.
@@ -49,6 +56,8 @@ _PEAK_OVER_LINK = _TYPE_COMMUNICATION + 1
 # from the few hardware types that type ran on, they are not extrapolated beyond them
 # (ThroughputModel.slope_range).
 TYPE_SLOPES = slice(_TYPE_COMMUNICATION - 1, _TYPE_COMMUNICATION + 1)
+# The same two among a pair's features (FeatureEncoder.pair_names: ..., numeric, devices).
+PAIR_TYPE_SLOPES = slice(-3, -1)
 _OFFSETS = np.array(COMMUNICATION_OFFSETS)[:, None]
 
 _ONES = (1.0,) * 6  # the six one-hots of a pair (see FeatureEncoder.onehot_keys)
@@ -57,13 +66,13 @@ _JOB_FIELDS = ("model_family", "model_type", "precision", "framework", "param_co
                "global_batch_size", "seq_len", "num_devices", "tensor_parallel",
                "pipeline_parallel")  # fmt: skip
 _job_key = operator.itemgetter(*_JOB_FIELDS)
-# Entries per generation of the recent-jobs caches (see _Recent): a submission's own job is
+# Entries per generation of the recent-jobs caches (see RecentCache): a submission's own job is
 # encoded again at its completion and as its lineage's reference, seconds to days later.
 JOB_CACHE_SIZE = 4096
 NUMERIC_CACHE_SIZE = 1024
 
 
-class _Recent:
+class RecentCache:
     """A bounded cache of recent entries: two generations of dicts, the older dropped when the
     newer fills up (an entry read from the older moves to the newer), so memory stays bounded
     and what is in use stays."""
@@ -157,8 +166,8 @@ class FeatureEncoder:
 
     def _start_recent(self) -> None:
         # JobFeatures by the fields job() reads; a job's full numeric() by what it depends on
-        self._job_cache = _Recent(JOB_CACHE_SIZE)
-        self._numeric_by_job = _Recent(NUMERIC_CACHE_SIZE)
+        self._job_cache = RecentCache(JOB_CACHE_SIZE)
+        self._numeric_by_job = RecentCache(NUMERIC_CACHE_SIZE)
 
     def __getstate__(self) -> dict[str, Any]:
         # the caches are most of a pickled model and rebuild themselves on first use

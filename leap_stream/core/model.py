@@ -34,7 +34,14 @@ from typing import Any
 import numpy as np
 from river import linear_model, optim, utils
 
-from leap_stream.core.features import TYPE_SLOPES, FeatureEncoder, JobFeatures
+from leap_stream.core.features import (
+    NUMERIC_CACHE_SIZE,
+    PAIR_TYPE_SLOPES,
+    TYPE_SLOPES,
+    FeatureEncoder,
+    JobFeatures,
+    RecentCache,
+)
 
 __all__ = ["ThroughputModel"]
 
@@ -139,6 +146,8 @@ class ThroughputModel:
         self._g2[columns] = [optimizer.g2.get(name, 0.0) for name in weights]
         self._river_stale = False
         self._job_columns: dict[tuple[str, str, str, str], tuple[np.ndarray, ...]] = {}
+        # encoder.numeric with the type slopes clipped, by configuration and ranges
+        self._clipped = RecentCache(NUMERIC_CACHE_SIZE)
         self._pair_columns: dict[
             tuple[tuple[str, str, str, str], int], tuple[np.ndarray, list[int] | None]
         ] = {}
@@ -222,30 +231,37 @@ class ThroughputModel:
         scalar = self._intercept + float(mirror[shared_columns] @ job.shared_values)
         # the sum in this order, in place (the baseline is a new array)
         log_throughput = self.encoder.baseline(job, positions)
-        log_throughput += mirror[numeric_columns] @ self._clip_type_slopes(
-            self.encoder.numeric(job, positions), numeric_columns
-        )
+        log_throughput += mirror[numeric_columns] @ self._numeric(job, positions, numeric_columns)
         log_throughput += np.add.reduce(mirror[onehot_columns], axis=1)  # .sum(), no wrapper
         log_throughput += mirror[device_columns] * job.log_devices
         log_throughput += scalar
         return log_throughput
 
-    def _clip_type_slopes(self, numeric: np.ndarray, columns: np.ndarray) -> np.ndarray:
-        """``numeric`` (rows: features, columns: candidates) with the model type's own slopes'
-        values clipped to the range they were learned on.
+    def _numeric(
+        self, job: JobFeatures, positions: np.ndarray | None, columns: np.ndarray
+    ) -> np.ndarray:
+        """``encoder.numeric(job, positions)``, the model type's own slopes' values clipped to
+        the range they were learned on.
 
         A type's own slope is learned from the few hardware types it ran on: with one, it is an
         offset in disguise, and a straight line through two or three says nothing of hardware
         far from them. Beyond what it saw, the family's slopes and the one-hots speak.
         """
-        ranges = [self.slope_range.get(c) for c in columns[TYPE_SLOPES].tolist()]
-        if not any(ranges):  # nothing learned yet: the weights are zero
-            return numeric
-        numeric = numeric.copy()
-        for row, bounds in zip(range(len(numeric))[TYPE_SLOPES], ranges, strict=True):
-            if bounds is not None:
-                np.clip(numeric[row], *bounds, out=numeric[row])
-        return numeric
+        first, second = columns[TYPE_SLOPES].tolist()
+        ranges = (self.slope_range.get(first), self.slope_range.get(second))
+        if ranges == (None, None):  # nothing learned: the weights are zero
+            return self.encoder.numeric(job, positions)
+        # every candidate's values, clipped once per configuration and ranges
+        key = (job.precision_index, job.num_devices, job.log_comm_over_work, ranges)
+        table = self._clipped.get(key)
+        if table is None:
+            table = self.encoder.numeric(job).copy()
+            for row, bounds in zip(range(len(table))[TYPE_SLOPES], ranges, strict=True):
+                if bounds is not None:
+                    np.clip(table[row], *bounds, out=table[row])
+            table.flags.writeable = False
+            self._clipped.put(key, table)
+        return table if positions is None else table[:, positions]
 
     def predict_one(self, job: JobFeatures, position: int) -> float:
         """The same prediction for one candidate, through river's own ``predict_one`` (on the
@@ -307,11 +323,16 @@ class ThroughputModel:
                 weights[i] -= lr / (g2 + eps) ** 0.5 * g
         self._g2[columns] = sums  # the zeros' entries go back unchanged
         self._mirror[columns] = weights
-        own = self._columns_of(job)[1][TYPE_SLOPES].tolist()
-        values = self.encoder.numeric(job)[TYPE_SLOPES, position].tolist()
-        for column, value in zip(own, values, strict=True):
-            low, high = self.slope_range.get(column, (value, value))
-            self.slope_range[column] = (min(low, value), max(high, value))
+        if take is None:  # (else the names repeat, and none does today)
+            ranges = self.slope_range
+            for column, value in zip(
+                columns[PAIR_TYPE_SLOPES].tolist(), x[PAIR_TYPE_SLOPES], strict=True
+            ):
+                bounds = ranges.get(column)
+                if bounds is None:
+                    ranges[column] = (value, value)
+                elif not bounds[0] <= value <= bounds[1]:
+                    ranges[column] = (min(bounds[0], value), max(bounds[1], value))
         self._iterations += 1
         self._river_stale = True
         if not count:

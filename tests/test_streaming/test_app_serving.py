@@ -145,15 +145,25 @@ def test_in_shared_mode_every_worker_follows_the_learners_decision(
     workers = start_shared_pair(kafka_bootstrap, topics, tmp_path, *rule)
     learner, ranker = workers
     serving = 'leap_serving_model{model="lightgbm"}'
+    # the first two days (the learner decides at the first completion of the second), then,
+    # once the ranker follows, the third: every submission of it is ranked by the nightly model
+    third_day = next(
+        i for i, (_, e) in enumerate(fleet_events)
+        if (e["event_time"] - fleet_events[0][1]["event_time"]).days >= 2
+    )  # fmt: skip
+    producer = EventProducer(kafka_bootstrap, topics)
     try:
-        produce_events(EventProducer(kafka_bootstrap, topics), fleet_events, rate=400)
+        produce_events(producer, fleet_events[:third_day], rate=400)
+        wait_for("the ranker following the decision", lambda: ranker.metric(serving) == 1)
+        assert learner.metric(serving) == 1
+        produce_events(producer, fleet_events[third_day:], rate=400)
         jobs = [e["job_id"] for kind, e in fleet_events if kind == "submitted"]
         rankings = {
             r["job_id"]: r for _, r in read_records(kafka_bootstrap, topics.rankings, len(jobs))
         }
-        wait_for("the ranker following the decision", lambda: ranker.metric(serving) == 1)
-        assert learner.metric(serving) == 1
     finally:
         for worker in workers:
             worker.stop()
-    assert set(rankings[job]["model_version"] for job in jobs[-100:]) == {record["model_version"]}
+    last_day = [e["job_id"] for kind, e in fleet_events[third_day:] if kind == "submitted"]
+    assert len(last_day) > 100
+    assert {rankings[job]["model_version"] for job in last_day} == {record["model_version"]}

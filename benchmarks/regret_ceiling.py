@@ -82,6 +82,11 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    missing = [f for f in ("history.parquet", "oracle.parquet") if not (args.fleet / f).is_file()]
+    if missing:
+        parser.error(
+            f"{args.fleet} lacks {' and '.join(missing)} (leap-stream generate writes both)"
+        )
     cost, vendor = true_costs(args.fleet)
     rng = np.random.default_rng(args.seed)
     print(f"{len(cost):,} attempts, {np.isfinite(cost).sum(axis=1).mean():.1f} candidates each")

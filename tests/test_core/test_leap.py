@@ -269,16 +269,42 @@ def test_idle_lineages_are_forgotten_and_recent_ones_kept(hw_catalog: Catalog) -
         core.on_completed(_done(f"{lineage}-1", lineage, h + 1, TWO[0], 1000.0))
     now_ms = hours(24.0 * 70).timestamp() * 1000.0
 
-    assert core.evict_idle_lineages(now_ms, max_idle_days=60) == 1
+    assert core.evict_idle_lineages(now_ms, max_idle_days=60, keep=0) == 1
     assert set(core.priors) == {"recent"}
-    assert core.evict_idle_lineages(now_ms, max_idle_days=60) == 0  # idempotent
+    assert core.evict_idle_lineages(now_ms, max_idle_days=60, keep=0) == 0  # idempotent
+
+
+def test_a_small_state_forgets_no_lineage_however_long_idle(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog)
+    core.on_submitted(_sub("a1", "lin", 0))
+    core.on_completed(_done("a1", "lin", 1, TWO[0], 1000.0))
+    a_year_later = 24.0 * 365
+
+    assert core.evict_idle_lineages(hours(a_year_later).timestamp() * 1000.0) == 0
+    ranking = core.on_submitted(_sub("a2", "lin", a_year_later))
+    assert _at(ranking, TWO[0])[1] == "lineage_prior"
+
+
+def test_over_the_floor_the_longest_idle_go_first_and_only_down_to_it(
+    hw_catalog: Catalog,
+) -> None:
+    core = LeapCore(hw_catalog)
+    for day, lineage in ((0, "oldest"), (5, "older"), (10, "old"), (30, "recent")):
+        core.on_submitted(_sub(f"{lineage}-1", lineage, 24.0 * day))
+        core.on_completed(_done(f"{lineage}-1", lineage, 24.0 * day + 1, TWO[0], 1000.0))
+    now_ms = hours(24.0 * 80).timestamp() * 1000.0  # all but "recent" idle over 60 days
+
+    assert core.evict_idle_lineages(now_ms, max_idle_days=60, keep=2) == 2
+    assert set(core.priors) == {"old", "recent"}
+    assert core.evict_idle_lineages(now_ms, max_idle_days=60, keep=0) == 1  # never "recent"
+    assert set(core.priors) == {"recent"}
 
 
 def test_a_forgotten_lineage_starts_over_without_its_prior(hw_catalog: Catalog) -> None:
     core = LeapCore(hw_catalog)
     core.on_submitted(_sub("a1", "lin", 0))
     core.on_completed(_done("a1", "lin", 1, TWO[0], 1000.0))
-    core.evict_idle_lineages(hours(24.0 * 90).timestamp() * 1000.0)
+    core.evict_idle_lineages(hours(24.0 * 90).timestamp() * 1000.0, keep=0)
 
     ranking = core.on_submitted(_sub("a2", "lin", 24.0 * 90))
     assert _at(ranking, TWO[0])[1] != "lineage_prior"

@@ -10,14 +10,15 @@ rounds, wants a longer one):
   predicts a rerun better than the run before it.
 - ``"<hardware>"``: residuals ``log(measured) - log(model)`` on this hardware, for a changed
   configuration on hardware the lineage knows (the model carries the change, the residual the
-  job's own efficiency there);
+  job's own efficiency there), shrunk towards the lineage-wide offset: as they age, what the
+  lineage misses anywhere stands in for them;
 - ``"*"``: residuals on any hardware: the job's own efficiency, transferred to hardware it has
   not run on through what the model has learned.
 
 >>> state = update_prior(None, "H100-SXM", "8/256", log_throughput=5.0, residual=0.2, time_ms=0)
 >>> view = lineage_view(state, {"H100-SXM": 0, "MI300X": 1}, 2, "8/256", now_ms=3_600_000)
 >>> view.exact.tolist(), view.offsets.round(3).tolist(), view.same_hardware.tolist()
-([5.0, nan], [0.19, 0.174], [True, False])
+([5.0, nan], [0.199, 0.174], [True, False])
 """
 
 from __future__ import annotations
@@ -237,7 +238,11 @@ def lineage_view(
         else:
             i = index.get(key)
             if i is not None:
-                offsets[i] = _mean(entry, now_ms, SHRINK_SAME_HARDWARE, half_life_days)
+                # a stale residual on this hardware gives way to the lineage's own, not to 0
+                d = _decay(entry, now_ms, half_life_days)
+                offsets[i] = (entry[0] * d + SHRINK_SAME_HARDWARE * transfer) / (
+                    entry[1] * d + SHRINK_SAME_HARDWARE
+                )
                 same[i] = True
     if latest_residual is not None:
         i = index.get(state[LATEST_KEY]["hardware"])

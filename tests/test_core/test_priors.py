@@ -35,6 +35,11 @@ def _view(state: dict[str, list[float]] | None, now_ms: float, signature: str = 
     return lineage_view(state, INDEX, len(INDEX), signature, now_ms)
 
 
+def _on_known_hardware(residuals: float, weight: float, lineage: float) -> float:
+    """A hardware type's offset: its own residuals, shrunk towards the lineage-wide offset."""
+    return (residuals + SHRINK_SAME_HARDWARE * lineage) / (weight + SHRINK_SAME_HARDWARE)
+
+
 def test_no_state_means_no_prior() -> None:
     for state in (None, {}):
         view = _view(state, 0.0)
@@ -61,14 +66,16 @@ def test_a_changed_configuration_has_no_exact_entry_but_keeps_the_offset() -> No
     view = _view(state, 0.0, other)
     assert np.isnan(view.exact).all()
     assert view.same_hardware.tolist() == [True, False, False]
-    assert view.offsets[0] == pytest.approx(0.2 / (1.0 + SHRINK_SAME_HARDWARE))
+    assert view.offsets[0] == pytest.approx(
+        _on_known_hardware(0.2, 1.0, 0.2 / (1 + SHRINK_TRANSFER))
+    )
 
 
 def test_offsets_same_hardware_vs_transferred_with_their_shrinkage() -> None:
     state = update_prior(None, "H100-SXM", SIG, log_throughput=5.0, residual=0.2, time_ms=0.0)
     view = _view(state, 0.0)
-    same = 0.2 / (1.0 + SHRINK_SAME_HARDWARE)  # 0.190476
     transferred = 0.2 / (1.0 + SHRINK_TRANSFER)  # 0.173913
+    same = _on_known_hardware(0.2, 1.0, transferred)  # 0.198758
     assert view.offsets.tolist() == pytest.approx([same, transferred, transferred])
     assert same > transferred  # less shrinkage where the lineage has measured
     assert lineage_offset(state, 0.0) == pytest.approx(transferred)
@@ -80,7 +87,7 @@ def test_the_lineage_wide_offset_pools_every_hardware() -> None:
     view = _view(state, 0.0)
     pooled = (0.2 - 0.1) / (2.0 + SHRINK_TRANSFER)
     assert view.offsets.tolist() == pytest.approx(
-        [0.2 / (1 + SHRINK_SAME_HARDWARE), -0.1 / (1 + SHRINK_SAME_HARDWARE), pooled]
+        [_on_known_hardware(0.2, 1.0, pooled), _on_known_hardware(-0.1, 1.0, pooled), pooled]
     )
     assert view.exact[:2].tolist() == [5.0, 6.0]
     assert view.same_hardware.tolist() == [True, True, False]
@@ -99,8 +106,9 @@ def test_offsets_decay_with_age() -> None:
     half_life = HALF_LIFE_DAYS * DAY_MS
     view = _view(state, half_life)
     # the evidence halves: 0.2 x 0.5 / (1 x 0.5 + shrink)
-    assert view.offsets[0] == pytest.approx(0.1 / (0.5 + SHRINK_SAME_HARDWARE))
-    assert view.offsets[1] == pytest.approx(0.1 / (0.5 + SHRINK_TRANSFER))
+    lineage = 0.1 / (0.5 + SHRINK_TRANSFER)
+    assert view.offsets[0] == pytest.approx(_on_known_hardware(0.1, 0.5, lineage))
+    assert view.offsets[1] == pytest.approx(lineage)
     assert lineage_offset(state, half_life) == pytest.approx(0.1 / (0.5 + SHRINK_TRANSFER))
     # old evidence shrinks towards zero
     assert abs(_view(state, 20 * half_life).offsets[0]) < 1e-4
@@ -165,10 +173,24 @@ def test_a_fresh_residual_replaces_the_stale_ones() -> None:
     stale = lineage_view(state, INDEX, len(INDEX), "other-config", 0.0)
     fresh = lineage_view(state, INDEX, len(INDEX), "other-config", 0.0, latest_residual=0.1)
     # stale: the residual of its day, shrunk; fresh: the residual against today's model
-    assert stale.offsets[INDEX["MI300X"]] == pytest.approx(0.4 / (1 + SHRINK_SAME_HARDWARE))
+    assert stale.offsets[INDEX["MI300X"]] == pytest.approx(
+        _on_known_hardware(0.4, 1.0, 0.4 / (1 + SHRINK_TRANSFER))
+    )
     assert fresh.offsets[INDEX["MI300X"]] == pytest.approx(0.1 / (1 + SHRINK_SAME_HARDWARE))
     assert fresh.offsets[INDEX["H100-SXM"]] == pytest.approx(0.1 / (1 + SHRINK_TRANSFER))
     assert fresh.same_hardware.tolist() == [False, True, False]
+
+
+def test_a_stale_residual_on_known_hardware_gives_way_to_the_lineages_fresh_one() -> None:
+    job = submitted_event("j1", "l1", hours(0))
+    state = update_prior(None, "H100-SXM", SIG, log_throughput=5.0, residual=0.4, time_ms=0.0)
+    update_prior(state, "MI300X", SIG, log_throughput=5.0, residual=0.4, time_ms=0.0, config=job)
+    months_later = 20 * HALF_LIFE_DAYS * DAY_MS
+    view = lineage_view(state, INDEX, len(INDEX), "other-config", months_later, latest_residual=0.3)
+    # H100's residual of months ago has faded: what the lineage misses today stands in, not 0
+    fresh = 0.3 / (1 + SHRINK_TRANSFER)
+    assert view.offsets[INDEX["H100-SXM"]] == pytest.approx(fresh, rel=1e-3)
+    assert view.same_hardware[INDEX["H100-SXM"]]
 
 
 def test_no_latest_attempt_without_state() -> None:

@@ -38,8 +38,8 @@ LineageHalfLife = Annotated[
     typer.Option(
         "--lineage-half-life",
         min=0.01,
-        help="Days after which a lineage's priors weigh half (idle lineages are forgotten "
-        "after ~4.3 of them): a fleet's tempo. Months for results months apart (MLPerf rounds).",
+        help="Days after which a lineage's priors weigh half (beyond 100,000 lineages, those "
+        "idle ~4.3 of them are forgotten): a fleet's tempo. Months for results months apart.",
     ),
 ]
 CatalogOption = Annotated[

@@ -102,8 +102,8 @@ MAX_OOM_RISK = 0.99
 # often than later ones (a random replay buffer does, and over-fits the first days). 10,000
 # measured best of 0, 2,000, 10,000 and 30,000 on a 60-day fleet (docs/results.md).
 SECOND_PASS_DELAY = 10_000
-# Priors of a lineage idle this many half-lives weigh 2^-(60/14) ~ 5% of their first value:
-# forget them.
+# A lineage idle this many half-lives may be forgotten (its per-hardware residuals weigh
+# 2^-(60/14) ~ 5% of their first value by then), once more than MIN_LINEAGES_KEPT are held.
 IDLE_HALF_LIVES = 60.0 / HALF_LIFE_DAYS
 # Forgetting bounds the state; it is no judgement of what an idle lineage is worth (its exact
 # measurements and latest residual never go stale). Below this many lineages none is forgotten:

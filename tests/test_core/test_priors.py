@@ -110,7 +110,7 @@ def test_offsets_decay_with_age() -> None:
     assert view.offsets[0] == pytest.approx(_on_known_hardware(0.1, 0.5, lineage))
     assert view.offsets[1] == pytest.approx(lineage)
     assert lineage_offset(state, half_life) == pytest.approx(0.1 / (0.5 + SHRINK_TRANSFER))
-    # old evidence shrinks towards zero
+    # old evidence shrinks towards zero (the lineage-wide offset too, with no fresh residual)
     assert abs(_view(state, 20 * half_life).offsets[0]) < 1e-4
 
 

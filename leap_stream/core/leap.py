@@ -321,14 +321,15 @@ class LeapCore:
 
         A candidate that fails costs a failed try and then the next choice
         (``OUT_OF_MEMORY_COST``). A type this very configuration of the lineage already ran out
-        of memory on is as good as certain to.
+        of memory on is as good as certain to, and so is any type where the catalog's estimate
+        gives it a larger share of memory than there.
         """
         ratio = check.memory_needed_gb / self.rules.usable_memory[positions]
         p = self.memory_risk.predict_many(event["model_family"], ratio)
-        for hardware in out_of_memory_on(state, config_signature(event)):
-            i = index.get(hardware)
-            if i is not None:
-                p[i] = 1.0
+        failed = [index[h] for h in out_of_memory_on(state, config_signature(event)) if h in index]
+        if failed:  # what did not fit at a share of memory will not fit at a larger one
+            p[failed] = 1.0
+            p[ratio >= ratio[failed].min()] = 1.0
         p = np.minimum(p, MAX_OOM_RISK)
         return OUT_OF_MEMORY_COST * p / (1.0 - p)
 
@@ -496,6 +497,11 @@ class LeapCore:
         need = self.rules.check({**job, "candidate_hardware": [hardware]}).memory_needed_gb
         ratio = need / float(self.rules.usable_memory[position])
         self.memory_risk.learn_one(job["model_family"], ratio, out_of_memory=out_of_memory)
+        if out_of_memory:  # as the failed attempt's completion would (join)
+            lineage = job[self._lineage_field]
+            self.priors[lineage] = mark_out_of_memory(
+                self.priors.get(lineage), hardware, config_signature(job), _time_ms(job)
+            )
 
     def _memory_example(
         self, event: dict[str, Any], submitted: dict[str, Any], ratio: float

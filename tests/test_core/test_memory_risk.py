@@ -10,8 +10,10 @@ import numpy as np
 from leap_stream.core.catalog import default_catalog
 from leap_stream.core.leap import LeapCore
 from leap_stream.core.memory_risk import PRIOR_RATE, MemoryRisk
+from leap_stream.core.ranking import Ranking
 
 T0 = datetime(2025, 6, 1, tzinfo=UTC)
+HOUR = timedelta(hours=1)
 
 
 def test_before_any_outcome_the_estimate_is_trusted_less_near_the_limit() -> None:
@@ -108,6 +110,37 @@ def test_a_lineage_is_not_sent_back_where_its_configuration_ran_out_of_memory() 
     assert failed_on in again.hardware  # still ranked, last: hidden from no one
 
 
+def test_a_failure_rules_out_every_type_where_the_configuration_needs_a_larger_share() -> None:
+    # the estimated need is the same on each card: the smaller the card, the larger its share
+    candidates = [
+        "L40S",
+        "H100-SXM",
+        "L4",
+        "A100-SXM-40GB",
+        "A100-SXM-80GB",
+    ]  # 48, 80, 24, 40, 80 GB
+
+    def order(ranking: Ranking) -> list[str]:
+        return [ranking.hardware[i] for i in ranking.order]
+
+    def job(job_id: str, hour: int) -> dict[str, Any]:
+        return _job(
+            job_id,
+            param_count=3_000_000_000,
+            candidate_hardware=candidates,
+            event_time=T0 + hour * HOUR,
+        )
+
+    core = LeapCore(default_catalog())
+    first = core.on_submitted(job("j1", 0))
+    assert core.rules.check(job("j1", 0)).eligible.all()
+    assert order(first)[:3] == ["L40S", "H100-SXM", "L4"]  # the smaller cards rank early
+    core.on_completed(_completed(job("j1", 0), "L40S"))
+    again = order(core.on_submitted(job("j2", 1)))
+    assert again[:2] == ["H100-SXM", "A100-SXM-80GB"]  # the cards larger than the L40S
+    assert set(again[2:]) == {"L40S", "L4", "A100-SXM-40GB"}  # still ranked, last
+
+
 def test_learn_placement_teaches_what_a_pick_would_have_met() -> None:
     core = LeapCore(default_catalog())
     job = _job("j1")
@@ -116,6 +149,18 @@ def test_learn_placement_teaches_what_a_pick_would_have_met() -> None:
         core.learn_placement(job, "L40S", out_of_memory=True)
     assert _risk_of(core, job, "L40S") > before + 0.3
     assert core.model.learned == 0
+
+
+def test_learn_placement_rules_the_type_out_for_the_lineage_as_a_failed_attempt_would() -> None:
+    core = LeapCore(default_catalog())
+    job = _job("j1", param_count=3_000_000_000)
+    first = core.on_submitted(job)
+    assert first.hardware[first.order[0]] == "L40S"
+    core.learn_placement(job, "L40S", out_of_memory=True)
+    again = core.on_submitted(_job("j2", param_count=3_000_000_000, event_time=T0 + HOUR))
+    assert again.hardware[again.order[0]] == "H100-SXM"
+    other = core.on_submitted(_job("j3", param_count=3_000_000_000, lineage_id="l2"))
+    assert other.hardware[other.order[0]] == "L40S"  # another lineage's failure is its own
 
 
 def test_the_memory_risk_travels_with_the_model_state() -> None:

@@ -15,7 +15,7 @@ from river import linear_model, optim
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.features import TYPE_SLOPES, FeatureEncoder, JobFeatures
 from leap_stream.core.hardware import HardwareArrays
-from leap_stream.core.model import INTERCEPT_LR, LEARNING_RATE, ThroughputModel
+from leap_stream.core.model import ADAGRAD_EPS, INTERCEPT_LR, LEARNING_RATE, ThroughputModel
 
 
 @pytest.fixture
@@ -90,6 +90,21 @@ def test_learning_moves_the_prediction_toward_the_target(model: ThroughputModel)
     assert model.family_seen("cnn")[h100] == 2 and model.family_seen("dense_llm").sum() == 0
 
 
+def test_a_first_step_is_sized_by_the_error_not_a_full_learning_rate(hw_catalog: Catalog) -> None:
+    # ADAGRAD_EPS damps a new feature's first steps: at river's default eps every fresh feature
+    # would step a full LEARNING_RATE however small the error, and a tenfold error move it alike
+    moved = {}
+    for error in (0.01, 0.1):
+        fresh = ThroughputModel(FeatureEncoder(HardwareArrays.from_catalog(hw_catalog)))
+        job = _features(fresh)[0]
+        h100 = fresh.encoder.hw.index["H100-SXM"]
+        before = fresh.predict_one(job, h100)
+        fresh.learn_one(job, h100, before + error)
+        moved[error] = fresh.predict_one(job, h100) - before
+    assert 0 < moved[0.01] < 2 * 0.01  # ends nearer the target than it started (old: 2.95)
+    assert moved[0.1] == pytest.approx(10 * moved[0.01], rel=0.05)
+
+
 def test_non_finite_targets_are_ignored(model: ThroughputModel) -> None:
     job = _features(model)[0]
     before = model.predict_many(job).copy()
@@ -146,7 +161,7 @@ def test_pickle_round_trip_gives_the_same_predictions(model: ThroughputModel) ->
 def _river_reference() -> linear_model.LinearRegression:
     """A plain river regressor with the model's settings."""
     return linear_model.LinearRegression(
-        optimizer=optim.AdaGrad(LEARNING_RATE), intercept_lr=INTERCEPT_LR, l2=0.0
+        optimizer=optim.AdaGrad(LEARNING_RATE, eps=ADAGRAD_EPS), intercept_lr=INTERCEPT_LR, l2=0.0
     )
 
 

@@ -54,9 +54,9 @@ INTERCEPT_LR = 0.05
 # (1e-8) a feature's first step is a full LEARNING_RATE whatever the error, a sign and not a
 # size: a new hardware type's four one-hots move its prediction by 4 x 0.15 = 0.6 on the log
 # scale on its first attempt, however small the error, and the ranking picked the types a few
-# noisy attempts had flattered. Picked on both 60-day fleets
-# (docs/results.md): 16 cut top-1 regret 9.2% -> 7.8% and 11.3% -> 9.7%, transfers +1.4 and +0.6
-# points; MLPerf by round 24.6% -> 27.1% within 20%.
+# noisy attempts had flattered. Picked on both 60-day fleets (docs/results.md): 16 cut top-1
+# regret 9.2% -> 7.8% and 11.3% -> 9.7%, transfers +1.4 and +0.6 points; MLPerf by round
+# 24.6% -> 27.1% within 20%.
 ADAGRAD_EPS = 16.0
 # AdaGrad's sum of squared gradients of a feature river has never learned (it is not among
 # river's weights): a sum of squares is never negative.

@@ -112,13 +112,8 @@ def test_a_lineage_is_not_sent_back_where_its_configuration_ran_out_of_memory() 
 
 def test_a_failure_rules_out_every_type_where_the_configuration_needs_a_larger_share() -> None:
     # the estimated need is the same on each card: the smaller the card, the larger its share
-    candidates = [
-        "L40S",
-        "H100-SXM",
-        "L4",
-        "A100-SXM-40GB",
-        "A100-SXM-80GB",
-    ]  # 48, 80, 24, 40, 80 GB
+    # (48, 80, 24, 40 and 80 GB)
+    candidates = ["L40S", "H100-SXM", "L4", "A100-SXM-40GB", "A100-SXM-80GB"]
 
     def order(ranking: Ranking) -> list[str]:
         return [ranking.hardware[i] for i in ranking.order]

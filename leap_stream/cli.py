@@ -594,7 +594,8 @@ def replay_command(
             "--pick-feedback/--no-pick-feedback",
             help="With --oracle: tell the core whether its own first choice would have fit in "
             "memory, as a deployment following the ranking learns from its own out-of-memory "
-            "failures (docs/predictor.md).",
+            "failures (docs/predictor.md). Not with --via-kafka: the service learns from "
+            "completions only.",
         ),
     ] = True,
 ) -> None:

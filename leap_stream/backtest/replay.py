@@ -548,7 +548,8 @@ def replay(
     pick_feedback
         With an oracle: after scoring an attempt, tell the core whether its first choice would
         have fit in memory, as a deployment following the ranking would learn from its own
-        out-of-memory failures (:meth:`~leap_stream.core.LeapCore.learn_placement`).
+        out-of-memory failures (:meth:`~leap_stream.core.LeapCore.learn_placement`). Not with
+        ``rankings``: the service that ranks learns from completions only.
     nightly
         Also retrain batch models at each of the last nights and score each on the next day's
         attempts (:mod:`leap_stream.backtest.nightly`): adds ``nightly.csv``, the summary's
@@ -575,6 +576,7 @@ def replay(
     if without and (nightly is not None or rankings is not None):
         raise ValueError("input groups are left out of the in-process online core only")
     out_dir.mkdir(parents=True, exist_ok=True)
+    pick_feedback = pick_feedback and rankings is None  # the service hears no counterfactuals
     session = _Session(
         catalog, oracle, holdout, holdout_first, lineage_half_life_days, pick_feedback, without
     )

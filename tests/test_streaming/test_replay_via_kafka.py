@@ -76,6 +76,7 @@ def test_replay_through_the_service_scores_as_the_in_process_replay(
         oracle=oracle,
         progress=False,
         report=False,
+        pick_feedback=False,  # the service learns from completions only
     )
     assert expected["events"]["submitted"] > 100 and expected["decisions"]["n"] > 0
     expected = json.loads(json.dumps(expected))

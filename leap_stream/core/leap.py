@@ -489,7 +489,8 @@ class LeapCore:
         Completions teach this already (:meth:`join`); a backtest that plays the ranking's
         own picks against a ground truth tells it here what a deployment following the ranking
         would have seen. The history's users mostly place jobs where they know they fit, so
-        their failures alone under-state the risk of the types a ranking prefers.
+        their failures alone under-state the risk of the types a ranking prefers. A failure also
+        marks the lineage's configuration on that type, as the failed attempt's completion would.
         """
         position = self.hw.index.get(hardware)
         if position is None:

@@ -57,7 +57,7 @@ from leap_stream.core.batch import (
 )
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.eligibility import Eligibility
-from leap_stream.core.events import JOB_CONFIG_FIELDS
+from leap_stream.core.events import job_config
 from leap_stream.core.priors import HALF_LIFE_DAYS
 from leap_stream.core.promotion import Decision, PromotionRule
 from leap_stream.core.ranking import SOURCES, Ranking
@@ -366,7 +366,7 @@ class NightlyRun:
         now = event["event_time"].timestamp() * 1000.0
         k = int(np.searchsorted(self.cutoff_ms, now, side="right")) - 1
         if k >= 0 and now < self.cutoff_ms[k] + _DAY_MS:
-            config = {name: event[name] for name in JOB_CONFIG_FIELDS}
+            config = job_config(event)
             configs[k].setdefault(tuple(config.values()), config)
 
     def _submit(self, k: int, chunks: list[str], configs: list[dict[str, Any]]) -> None:

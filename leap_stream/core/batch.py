@@ -216,7 +216,7 @@ class TrainingSetBuilder:
         if example.get("out_of_memory"):
             return
         job = example["job"]
-        key = tuple(job[name] for name in JOB_CONFIG_FIELDS)
+        key = tuple(job.get(name) for name in JOB_CONFIG_FIELDS)
         config = self._ids.get(key)
         if config is None:
             config = self._ids[key] = len(self._configs)
@@ -378,7 +378,7 @@ class BoostedModel:
         # everything a pair's features are computed from (see FeatureEncoder.pair)
         return (
             job.key, job.shared_values.tobytes(), job.num_devices, job.log_comm_over_work,
-            job.log_work,
+            job.log_scale,
         )  # fmt: skip
 
     def prime(self, jobs: Iterable[JobFeatures]) -> None:

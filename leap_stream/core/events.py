@@ -12,6 +12,9 @@ ListType(list<item: string>)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pyarrow as pa
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "PRECISIONS",
     "STATUSES",
     "SUBMITTED_ONLY_COLUMNS",
+    "job_config",
 ]
 
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
@@ -74,7 +78,19 @@ JOB_CONFIG_FIELDS = (
     "num_devices",
     "tensor_parallel",
     "pipeline_parallel",
+    "micro_batches",
 )
+
+
+def job_config(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`JOB_CONFIG_FIELDS` of a submission (a field it lacks, e.g. one added to the
+    schema after it was written, as None).
+
+    >>> job_config({"model_type": "resnet", "num_devices": 8})["micro_batches"] is None
+    True
+    """
+    return {name: job.get(name) for name in JOB_CONFIG_FIELDS}
+
 
 SUBMITTED_ONLY_COLUMNS = (
     "model_type",

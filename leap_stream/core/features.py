@@ -8,7 +8,11 @@ by fixed, documented constants so that plain SGD behaves without an online scale
 
 The target is not raw throughput but its log ratio to a roofline baseline, ``log(devices x peak
 FLOP/s / (6 x parameters x tokens per sample))``: what the model learns is then an efficiency
-(MFU-like) correction, and a hardware type it has never seen starts from its spec sheet.
+(MFU-like) correction, and a hardware type it has never seen starts from its spec sheet. When the
+submission says how many micro-batches its pipelines run (``micro_batches`` m, with
+``pipeline_parallel`` p), the baseline also holds the pipeline's fill and drain: a stage computes
+m of every m + p - 1 slots (GPipe's bubble; 1F1B's is the same), which no slope on the job's
+sizes can learn from the few pipelined jobs a fleet has.
 
 >>> from leap_stream.core.catalog import default_catalog
 >>> from leap_stream.core.hardware import HardwareArrays
@@ -64,7 +68,7 @@ _ONES = (1.0,) * 6  # the six one-hots of a pair (see FeatureEncoder.onehot_keys
 # What encoding a JobSubmitted record reads, in the order of the key its JobFeatures are cached by.
 _JOB_FIELDS = ("model_family", "model_type", "precision", "framework", "param_count",
                "global_batch_size", "seq_len", "num_devices", "tensor_parallel",
-               "pipeline_parallel")  # fmt: skip
+               "pipeline_parallel", "micro_batches")  # fmt: skip
 _job_key = operator.itemgetter(*_JOB_FIELDS)
 # Entries per generation of the recent-jobs caches (see RecentCache): a submission's own job is
 # encoded again at its completion and as its lineage's reference, seconds to days later.
@@ -112,7 +116,9 @@ class JobFeatures:
     precision_index: int
     num_devices: int
     log_devices: float  # scaled
-    log_work: float  # log(6 x parameters x tokens per sample)
+    # the baseline less log peak FLOP/s: log(devices / (6 x parameters x tokens per sample) x
+    # the share of its time a pipeline stage computes)
+    log_scale: float
     log_comm_over_work: float  # log(all-reduce bytes per device / FLOPs per device per step)
 
     @property
@@ -225,7 +231,7 @@ class FeatureEncoder:
         # the next submissions: most calls repeat a recent configuration.
         try:
             key = _job_key(job)
-        except KeyError:  # seq_len may be left out
+        except KeyError:  # seq_len and micro_batches may be left out
             key = tuple([job.get(name) for name in _JOB_FIELDS])
         features = self._job_cache.get(key)
         if features is None:
@@ -243,7 +249,10 @@ class FeatureEncoder:
         seq = job.get("seq_len") or 0
         log_devices = math.log2(devices) / 5.0
         log_work = math.log(6.0 * params * max(seq, 1))
-        shards = max(int(job["tensor_parallel"]), 1) * max(int(job["pipeline_parallel"]), 1)
+        stages = max(int(job["pipeline_parallel"]), 1)
+        shards = max(int(job["tensor_parallel"]), 1) * stages
+        micro_batches = job.get("micro_batches")
+        busy = micro_batches / (micro_batches + stages - 1) if micro_batches else 1.0
         replicas = max(devices / shards, 1.0)
         # ring all-reduce of 16-bit gradients: 2 (r - 1) / r x 2 bytes x parameters per shard
         allreduce = 4.0 * (replicas - 1.0) / replicas * params / shards
@@ -278,7 +287,7 @@ class FeatureEncoder:
             precision_index=PRECISIONS.index(precision) if precision in PRECISIONS else 0,
             num_devices=devices,
             log_devices=log_devices,
-            log_work=log_work,
+            log_scale=math.log(devices) - log_work + math.log(busy),
             log_comm_over_work=log_comm_over_work,
         )
 
@@ -364,14 +373,15 @@ class FeatureEncoder:
         )
 
     def baseline(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
-        """log of the compute roofline: devices x peak FLOP/s / FLOPs per sample (0 without
-        the ``roofline`` input group)."""
+        """log of the compute roofline: devices x peak FLOP/s / FLOPs per sample, times the
+        share of time a pipeline stage computes when known (0 without the ``roofline`` input
+        group)."""
         log_peak = self.log_peak_by_precision[job.precision_index]
         if positions is not None:
             log_peak = log_peak[positions]
         if not self.roofline:
             return np.zeros(len(log_peak))
-        return log_peak + (math.log(job.num_devices) - job.log_work)
+        return log_peak + job.log_scale
 
     def device_names(self) -> list[str]:
         """Per hardware type, the name of its slope on the device count (a pair feature)."""

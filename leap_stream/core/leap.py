@@ -38,13 +38,14 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Collection, Mapping, MutableMapping
+from itertools import zip_longest
 from typing import Any, TypedDict
 
 import numpy as np
 
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.eligibility import Eligibility, EligibilityRules
-from leap_stream.core.events import JOB_CONFIG_FIELDS
+from leap_stream.core.events import JOB_CONFIG_FIELDS, job_config
 from leap_stream.core.features import FeatureEncoder, JobFeatures
 from leap_stream.core.inputs import check_groups
 from leap_stream.core.intervals import ConformalIntervals
@@ -470,7 +471,7 @@ class LeapCore:
             "job_id": event["job_id"],
             "lineage_id": submitted["lineage_id"],
             "event_time": event["event_time"],
-            "job": {name: submitted[name] for name in JOB_CONFIG_FIELDS},
+            "job": job_config(submitted),
             "hardware_type": hardware,
             "target": target,
             "source": source,
@@ -512,7 +513,7 @@ class LeapCore:
             "job_id": event["job_id"],
             "lineage_id": submitted["lineage_id"],
             "event_time": event["event_time"],
-            "job": {name: submitted[name] for name in JOB_CONFIG_FIELDS},
+            "job": job_config(submitted),
             "hardware_type": event["hardware_type"],
             "target": 0.0,
             "source": None,
@@ -554,10 +555,11 @@ class LeapCore:
         if self.second_pass_delay <= 0:
             return
         queue = self.second_pass
-        queue.append((tuple(config[name] for name in JOB_CONFIG_FIELDS), position, target))
+        queue.append((tuple(config.get(name) for name in JOB_CONFIG_FIELDS), position, target))
         if len(queue) > self.second_pass_delay:
             values, position, target = queue.popleft()
-            job = self.model.encoder.job(dict(zip(JOB_CONFIG_FIELDS, values, strict=True)))
+            # (a snapshot from before micro_batches queued one value fewer: read as unknown)
+            job = self.model.encoder.job(dict(zip_longest(JOB_CONFIG_FIELDS, values)))
             self.model.learn_one(job, position, target, count=False)
 
     def _learn_ratio(

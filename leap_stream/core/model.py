@@ -307,8 +307,7 @@ class ThroughputModel:
         sums = self._g2[columns].tolist()
         encoder = self.encoder
         baseline = (
-            encoder.log_peak_by_precision[job.precision_index, position]
-            + (math.log(job.num_devices) - job.log_work)
+            encoder.log_peak_by_precision[job.precision_index, position] + job.log_scale
             if encoder.roofline
             else 0.0
         )

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,7 @@ CONFIG_FIELDS = (
     "num_devices",
     "tensor_parallel",
     "pipeline_parallel",
+    "micro_batches",
 )
 # Shrinkage (pseudo-observations of residual zero): the ratio of measurement noise to the spread
 # of true offsets. Small on the same hardware (a repeat measures almost the same thing), larger
@@ -74,11 +76,14 @@ _SEPARATOR = "@"
 
 def config_signature(job: Mapping[str, object]) -> str:
     """What makes two attempts of a lineage the same run, as far as throughput goes."""
-    return (
+    signature = (
         f"{job['num_devices']}/{job['global_batch_size']}/{job['precision']}/"
         f"{job.get('seq_len')}/{job['tensor_parallel']}/{job['pipeline_parallel']}/"
         f"{job['framework']}"
     )
+    # added to the schema later: a configuration that does not say keeps its old signature
+    micro_batches = job.get("micro_batches")
+    return signature if micro_batches is None else f"{signature}/{micro_batches}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +143,7 @@ def update_prior(
         state[LATEST_KEY] = {
             "hardware": hardware,
             "log_throughput": log_throughput,
-            "config": [config[key] for key in CONFIG_FIELDS],  # a list: lean, and JSON-able
+            "config": [config.get(key) for key in CONFIG_FIELDS],  # a list: lean, and JSON-able
         }
     return state
 
@@ -165,7 +170,8 @@ def latest(state: Mapping[str, Any] | None) -> tuple[str, float, dict[str, Any]]
     entry = None if not state else state.get(LATEST_KEY)
     if entry is None:
         return None
-    config = dict(zip(CONFIG_FIELDS, entry["config"], strict=True))
+    # (a state from before micro_batches holds one value fewer: read as unknown)
+    config = dict(zip_longest(CONFIG_FIELDS, entry["config"]))
     return entry["hardware"], entry["log_throughput"], config
 
 

@@ -51,12 +51,14 @@ MARKER = b"\xc3\x01"
 _FINGERPRINT_SIZE = 8
 _HEADER_SIZE = len(MARKER) + _FINGERPRINT_SIZE
 
-# Fields added to a published record (docs/events.md, evolution rule), oldest first. Adding a
-# field changes the schema's fingerprint, so the record's earlier versions (without the fields
-# added since) stay registered as writer schemas: their messages keep decoding, with defaults.
+# Fields added to a published record (docs/events.md, evolution rule), oldest first; a field of
+# a nested record is named by its path ("job.micro_batches"). Adding a field changes the
+# schema's fingerprint, so the record's earlier versions (without the fields added since) stay
+# registered as writer schemas: their messages keep decoding, with defaults.
 ADDED_FIELDS: dict[str, tuple[str, ...]] = {
+    "leap.v1.JobSubmitted": ("micro_batches",),
     "leap.v1.JobCompleted": ("failure_reason",),
-    "leap.v1.LearnExample": ("reference", "memory_ratio", "out_of_memory"),
+    "leap.v1.LearnExample": ("reference", "memory_ratio", "out_of_memory", "job.micro_batches"),
     "leap.v1.ModelSnapshot": ("trained_until",),
 }
 
@@ -127,11 +129,27 @@ def _parse(schema: Mapping[str, Any], origin: str) -> _Writer:
 
 def _earlier_versions(schema: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
     """``schema`` as it was before each of its :data:`ADDED_FIELDS` was added."""
-    added = [f for f in ADDED_FIELDS.get(name, ()) if any(g["name"] == f for g in schema["fields"])]
-    return [
-        {**schema, "fields": [g for g in schema["fields"] if g["name"] not in added[i:]]}
-        for i in range(len(added))
-    ]
+    added = [path for path in ADDED_FIELDS.get(name, ()) if _has_field(schema, path)]
+    return [_without(schema, added[i:]) for i in range(len(added))]
+
+
+def _has_field(schema: Mapping[str, Any], path: str) -> bool:
+    head, _, rest = path.partition(".")
+    field = next((f for f in schema["fields"] if f["name"] == head), None)
+    return field is not None and (not rest or _has_field(field["type"], rest))
+
+
+def _without(schema: Mapping[str, Any], paths: list[str]) -> dict[str, Any]:
+    """``schema`` without the fields at ``paths`` (a nested record's as "field.nested")."""
+    fields = []
+    for field in schema["fields"]:
+        if field["name"] in paths:
+            continue
+        nested = [p.partition(".")[2] for p in paths if p.startswith(field["name"] + ".")]
+        if nested:
+            field = {**field, "type": _without(field["type"], nested)}
+        fields.append(field)
+    return {**schema, "fields": fields}
 
 
 class AvroCodec:

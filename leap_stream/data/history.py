@@ -23,7 +23,8 @@ the column; given a ``rejects`` list, the readers instead set every broken row a
 ...     "model_type": "gpt-1.3b", "model_family": "decoder", "framework": "pytorch",
 ...     "param_count": 1_300_000_000, "global_batch_size": 512, "seq_len": 2048,
 ...     "precision": "bf16", "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1,
-...     "requested_hardware": None, "candidate_hardware": ["h100-80g", "mi300x"]}
+...     "micro_batches": None, "requested_hardware": None,
+...     "candidate_hardware": ["h100-80g", "mi300x"]}
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     write_history([events_to_table([("submitted", submitted)])], f"{tmp}/history.csv")
 ...     [(kind, event == submitted) for kind, event in iter_events(f"{tmp}/history.csv")]
@@ -84,8 +85,8 @@ __all__ = [
 # Columns added to the history format after its first version: a file (or table, or event) without
 # them is still valid and reads as if they were null. The core's HISTORY_SCHEMA does not read
 # them yet; files carry them on top of it.
-OPTIONAL_COLUMNS: tuple[str, ...] = ("failure_reason",)
-_OPTIONAL_FIELDS = (pa.field("failure_reason", pa.string()),)
+_OPTIONAL_FIELDS = (pa.field("failure_reason", pa.string()), pa.field("micro_batches", pa.int32()))
+OPTIONAL_COLUMNS: tuple[str, ...] = tuple(f.name for f in _OPTIONAL_FIELDS)
 HISTORY_FILE_SCHEMA: pa.Schema = pa.schema(
     [*HISTORY_SCHEMA, *(f for f in _OPTIONAL_FIELDS if f.name not in HISTORY_SCHEMA.names)]
 )
@@ -138,11 +139,19 @@ _POSITIVE = (
     "num_devices",
     "tensor_parallel",
     "pipeline_parallel",
+    "micro_batches",
     "throughput",
 )
-# Required on submitted rows; seq_len, requested_hardware and candidate_hardware may be null there.
+# Required on submitted rows; seq_len, requested_hardware, candidate_hardware and micro_batches may
+# be null there.
 _SUBMITTED_REQUIRED = SUBMITTED_ONLY_COLUMNS
-_SUBMITTED_ONLY = (*SUBMITTED_ONLY_COLUMNS, "seq_len", "requested_hardware", "candidate_hardware")
+_SUBMITTED_ONLY = (
+    *SUBMITTED_ONLY_COLUMNS,
+    "seq_len",
+    "requested_hardware",
+    "candidate_hardware",
+    "micro_batches",
+)
 # steps may be null on completed rows (an attempt whose step count was not recorded).
 _COMPLETED_REQUIRED = tuple(c for c in COMPLETED_ONLY_COLUMNS if c != "steps")
 _COMPLETED_ONLY = (*COMPLETED_ONLY_COLUMNS, "throughput", "failure_reason")
@@ -1183,7 +1192,7 @@ def write_history(tables: Iterable[pa.Table | pd.DataFrame], path: str | os.Path
     ----------
     tables
         Tables or DataFrames holding at least the ``HISTORY_SCHEMA`` columns (extras dropped;
-        a missing ``failure_reason`` is written null).
+        a missing optional column is written null).
         In CSV-like frames ``candidate_hardware`` may be a ``;``-joined string and
         ``event_time`` an ISO-8601 string.
     path

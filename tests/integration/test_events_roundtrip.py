@@ -34,6 +34,7 @@ def one_of_each() -> list[tuple[str, dict[str, Any]]]:
         "num_devices": 64,
         "tensor_parallel": 1,
         "pipeline_parallel": 1,
+        "micro_batches": None,
         "requested_hardware": "H100-SXM",
         "candidate_hardware": ["H100-SXM", "MI300X", "TPU-v5p", "L4"],
     }

@@ -22,6 +22,7 @@ from leap_stream.core.batch import (
     train_river,
 )
 from leap_stream.core.catalog import Catalog
+from leap_stream.core.events import job_config
 from leap_stream.core.features import FeatureEncoder
 from leap_stream.core.hardware import HardwareArrays
 from leap_stream.core.model import ThroughputModel
@@ -64,7 +65,7 @@ def test_training_set_keeps_order_and_leaves_out_out_of_memory_examples(
     assert np.all(np.diff(training.time_ms) > 0)
     kept = [e for e in examples if not e["out_of_memory"]]
     assert training.target.tolist() == [e["target"] for e in kept]
-    assert [training.configs[c] for c in training.config] == [e["job"] for e in kept]
+    assert [training.configs[c] for c in training.config] == [job_config(e["job"]) for e in kept]
     # concat of two halves is the whole; before() cuts strictly before the cutoff
     half = TrainingSet.concat(
         [TrainingSet.from_examples(kept[:20], encoder.hw.index),

@@ -54,6 +54,28 @@ def test_seq_len_may_be_left_out(encoder: FeatureEncoder) -> None:
         encoder.job({k: v for k, v in JOB.items() if k != "framework"})
 
 
+def test_the_roofline_holds_the_pipelines_fill_and_drain_when_the_micro_batches_are_known(
+    encoder: FeatureEncoder,
+) -> None:
+    unknown = encoder.baseline(encoder.job({**JOB, "pipeline_parallel": 4}))
+    for micro_batches, busy in ((1, 1 / 4), (4, 4 / 7), (12, 12 / 15)):
+        job = encoder.job({**JOB, "pipeline_parallel": 4, "micro_batches": micro_batches})
+        np.testing.assert_allclose(encoder.baseline(job) - unknown, np.log(busy))
+    # no pipeline, no bubble: the micro-batches are gradient accumulation
+    no_pipeline = {**JOB, "pipeline_parallel": 1}
+    np.testing.assert_array_equal(
+        encoder.baseline(encoder.job({**no_pipeline, "micro_batches": 8})),
+        encoder.baseline(encoder.job(no_pipeline)),
+    )
+
+
+def test_the_micro_batches_may_be_left_out(encoder: FeatureEncoder) -> None:
+    _assert_same_job(
+        encoder.job(JOB), FeatureEncoder(encoder.hw).job({**JOB, "micro_batches": None})
+    )
+    assert encoder.job({**JOB, "micro_batches": 2}) is not encoder.job(JOB)
+
+
 def test_the_recent_caches_stay_bounded(
     hw_catalog: Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:

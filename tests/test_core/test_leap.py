@@ -70,6 +70,15 @@ def test_never_abstains_while_a_candidate_is_eligible(hw_catalog: Catalog) -> No
     assert ranking.model_version == "online-0"
 
 
+def test_a_pipeline_of_one_micro_batch_is_predicted_a_quarter_as_fast(hw_catalog: Catalog) -> None:
+    # four stages, one micro-batch: each stage computes one slot in four (fill and drain)
+    pipelined = {"num_devices": 32, "global_batch_size": 2048, "pipeline_parallel": 4}
+    unknown = LeapCore(hw_catalog).on_submitted(_sub("j1", "L1", 0, **pipelined))
+    one = LeapCore(hw_catalog).on_submitted(_sub("j1", "L1", 0, **pipelined, micro_batches=1))
+    np.testing.assert_allclose(one.predicted, unknown.predicted / 4, rtol=1e-12)
+    assert one.hardware == unknown.hardware
+
+
 def test_prequential_a_ranking_never_sees_its_own_outcome(hw_catalog: Catalog) -> None:
     core = LeapCore(hw_catalog)
     first = core.on_submitted(_sub("j1", "L1", 0))

@@ -181,7 +181,8 @@ def _river_learn(
 
 def _random_jobs(model: ThroughputModel, rng: np.random.Generator, n: int) -> list[JobFeatures]:
     """Varied jobs: families, types, precisions, sizes, parallelism (zero-valued features too:
-    no sequence length, tensor/pipeline parallelism 1, 10^9 parameters)."""
+    no sequence length, tensor/pipeline parallelism 1, 10^9 parameters), micro-batches known or
+    not (the baseline's pipeline fill)."""
     families = {"cnn": ["resnet-50", "vgg-16"], "dense_llm": ["llm-7b", "llm-70b"],
                 "encoder": ["bert-large"], "moe": ["mixtral-8x7b"]}  # fmt: skip
     jobs = []
@@ -197,6 +198,7 @@ def _random_jobs(model: ThroughputModel, rng: np.random.Generator, n: int) -> li
             "seq_len": None if family == "cnn" else int(rng.choice([512, 4096])),
             "num_devices": devices, "tensor_parallel": int(rng.choice([1, 1, 2, 8])),
             "pipeline_parallel": int(rng.choice([1, 1, 4])),
+            "micro_batches": [None, 1, 8][int(rng.integers(3))],
         }))  # fmt: skip
     return jobs
 

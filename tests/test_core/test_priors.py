@@ -15,6 +15,7 @@ from core_fixtures import hours, submitted_event
 from leap_stream.core.priors import (
     CONFIG_FIELDS,
     HALF_LIFE_DAYS,
+    LATEST_KEY,
     LINEAGE_KEY,
     SHRINK_SAME_HARDWARE,
     SHRINK_TRANSFER,
@@ -129,7 +130,7 @@ def test_signature_covers_what_changes_throughput() -> None:
     for field, value in (
         ("num_devices", 16), ("global_batch_size", 1024), ("precision", "fp16"),
         ("seq_len", 2048), ("tensor_parallel", 2), ("pipeline_parallel", 2),
-        ("framework", "jax"),
+        ("framework", "jax"), ("micro_batches", 8),
     ):  # fmt: skip
         assert config_signature({**base, field: value}) != SIG, field
     # ids and times are not part of the run's configuration
@@ -161,8 +162,24 @@ def test_the_latest_attempt_keeps_its_configuration_for_a_fresh_residual() -> No
     )
     hardware, log_throughput, config = latest(state)
     assert (hardware, log_throughput) == ("MI300X", 5.0)
-    assert config == {key: job[key] for key in CONFIG_FIELDS}
+    assert config == {key: job.get(key) for key in CONFIG_FIELDS}
     assert json.loads(json.dumps(state)) == state  # still a plain, JSON-able state
+
+
+def test_a_state_from_before_micro_batches_reads_it_as_unknown() -> None:
+    job = submitted_event("j1", "l1", hours(0))
+    state = update_prior(
+        None, "MI300X", SIG, log_throughput=5.0, residual=0.4, time_ms=0.0, config=job
+    )
+    state[LATEST_KEY]["config"] = state[LATEST_KEY]["config"][:-1]  # as an older version wrote it
+    assert latest(state)[2]["micro_batches"] is None
+
+
+def test_an_unknown_micro_batch_count_keeps_the_signature_of_before_the_field() -> None:
+    # lineage states written before micro_batches existed keep matching their configurations
+    job = submitted_event("j1", "l1", hours(0))
+    assert config_signature({**job, "micro_batches": None}) == SIG
+    assert SIG.count("/") == 6  # num_devices/batch/precision/seq_len/tp/pp/framework
 
 
 def test_a_fresh_residual_replaces_the_stale_ones() -> None:

@@ -93,6 +93,7 @@ RECORDS: dict[str, dict[str, Any]] = {
         "num_devices": 64,
         "tensor_parallel": 8,
         "pipeline_parallel": 2,
+        "micro_batches": 16,
         "requested_hardware": "hw-03",
         "candidate_hardware": ["hw-00", "hw-01", "hw-03", "hw-07"],
     },
@@ -157,6 +158,7 @@ RECORDS: dict[str, dict[str, Any]] = {
             "num_devices": 64,
             "tensor_parallel": 1,
             "pipeline_parallel": 1,
+            "micro_batches": None,
         },
         "hardware_type": "H100-SXM",
         "target": 4.3125,
@@ -174,7 +176,8 @@ RECORDS: dict[str, dict[str, Any]] = {
                 "precision": "bf16",
                 "num_devices": 32,
                 "tensor_parallel": 1,
-                "pipeline_parallel": 1,
+                "pipeline_parallel": 4,
+                "micro_batches": 8,
             },
         },
         "memory_ratio": 0.625,
@@ -387,6 +390,46 @@ def test_job_completed_bytes_from_before_failure_reason_still_decode(tmp_path: P
     assert new_bytes[:10] != old_bytes[:10]  # a new fingerprint
     old.register(_schema("JobCompleted"))
     assert "failure_reason" not in old.decode(new_bytes)
+
+
+def test_learn_example_bytes_from_before_micro_batches_still_decode(tmp_path: Path) -> None:
+    # A field added inside a nested record (JobConfig, used twice) follows the same rule.
+    v1 = _schema("LearnExample")
+    job_config = next(f for f in v1["fields"] if f["name"] == "job")["type"]
+    job_config["fields"] = [f for f in job_config["fields"] if f["name"] != "micro_batches"]
+    for path in SCHEMA_DIR.glob("*.avsc"):
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "LearnExample.avsc").write_text(json.dumps(v1))
+    record = RECORDS["LearnExample"]
+    old_record = {
+        **record,
+        "job": {k: v for k, v in record["job"].items() if k != "micro_batches"},
+        "reference": {
+            **record["reference"],
+            "job": {k: v for k, v in record["reference"]["job"].items() if k != "micro_batches"},
+        },
+    }
+    old_bytes = AvroCodec(tmp_path).encode("LearnExample", old_record)
+    assert old_bytes[:10] != encode("LearnExample", record)[:10]  # a new fingerprint
+    decoded = decode(old_bytes)
+    assert decoded["job"]["micro_batches"] is None
+    assert decoded["reference"]["job"]["micro_batches"] is None
+    assert decoded["reference"]["job"]["pipeline_parallel"] == 4
+
+
+def test_job_submitted_bytes_from_before_micro_batches_read_it_as_unknown(
+    tmp_path: Path,
+) -> None:
+    v1 = _schema("JobSubmitted")
+    v1["fields"] = [f for f in v1["fields"] if f["name"] != "micro_batches"]
+    for path in SCHEMA_DIR.glob("*.avsc"):
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "JobSubmitted.avsc").write_text(json.dumps(v1))
+    record = {k: v for k, v in RECORDS["JobSubmitted"].items() if k != "micro_batches"}
+    assert decode(AvroCodec(tmp_path).encode("JobSubmitted", record)) == {
+        **record,
+        "micro_batches": None,
+    }
 
 
 def test_reading_into_another_record_is_refused_in_one_line(

@@ -60,6 +60,7 @@ def _submitted(i: int, job: str, lineage: str, minutes: int, **overrides: Any) -
         "num_devices": 8,
         "tensor_parallel": 2,
         "pipeline_parallel": 1,
+        "micro_batches": None,
         "requested_hardware": None,
         "candidate_hardware": ["h100-80g", "mi300x", "tpu-v5e"],
     }
@@ -137,7 +138,19 @@ EVENTS: list[tuple[str, dict[str, Any]]] = [
         ),
     ),
     ("completed", _completed(5, "j2", "l1", 90, throughput=2345.25)),
-    ("submitted", _submitted(6, "j4", "l1", 90, precision="fp8", requested_hardware="h100-80g")),
+    (
+        "submitted",
+        _submitted(
+            6,
+            "j4",
+            "l1",
+            90,
+            precision="fp8",
+            requested_hardware="h100-80g",
+            pipeline_parallel=2,
+            micro_batches=8,
+        ),
+    ),
 ]
 
 
@@ -381,6 +394,8 @@ def test_text_in_an_integer_column_of_csv(tmp_path: Path, table: pa.Table) -> No
         (5, "failure_reason", "oom", "'oom' is set on an attempt that succeeded"),
         (3, "failure_reason", "error", "'error' is set on a submitted row"),
         (4, "failure_reason", "", "is empty; use null for no reason"),
+        (6, "micro_batches", 0, "0 is not a positive"),
+        (4, "micro_batches", 4, "4 is set on a completed row"),
     ],
 )
 def test_each_rule_names_row_and_column(
@@ -487,52 +502,56 @@ def test_the_docs_csv_example_is_a_valid_history(tmp_path: Path) -> None:
     ]
 
 
-# ---------------------------------------------------------------------------- failure_reason
-
-
-def _without_failure_reason(table: pa.Table) -> pa.Table:
-    return table.drop_columns(["failure_reason"])
+# ------------------------------------------------------------------ failure_reason, micro_batches
 
 
 def test_history_file_schema_is_the_core_schema_and_the_optional_columns() -> None:
-    assert OPTIONAL_COLUMNS == ("failure_reason",)
+    assert OPTIONAL_COLUMNS == ("failure_reason", "micro_batches")
     assert HISTORY_FILE_SCHEMA.names == [*HISTORY_SCHEMA.names, *OPTIONAL_COLUMNS]
     assert HISTORY_FILE_SCHEMA.field("failure_reason").type == pa.string()
+    assert HISTORY_FILE_SCHEMA.field("micro_batches").type == pa.int32()
     assert COMPLETED_FIELDS[-1] == "failure_reason"
+    assert "micro_batches" in SUBMITTED_FIELDS
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_a_history_without_failure_reason_still_reads(
-    tmp_path: Path, table: pa.Table, fmt: str
+@pytest.mark.parametrize("column", ["failure_reason", "micro_batches"])
+def test_a_history_from_before_an_optional_column_still_reads(
+    tmp_path: Path, table: pa.Table, fmt: str, column: str
 ) -> None:
-    """Histories written before the column existed read with failure_reason null."""
+    """Histories written before the column existed read with it null."""
     path = tmp_path / f"history.{fmt}"
-    old = _without_failure_reason(table)
+    old = table.drop_columns([column])
     if fmt == "avro":  # archived with the HistoryRow schema of the time
         schema = json.loads((SCHEMAS / "HistoryRow.avsc").read_text())
-        schema["fields"] = [f for f in schema["fields"] if f["name"] != "failure_reason"]
+        schema["fields"] = [f for f in schema["fields"] if f["name"] != column]
         with open(path, "wb") as fo:
             fastavro.writer(fo, fastavro.parse_schema(schema), old.to_pylist())
     else:
         _write_unchecked(old, path)
     read = _read_all(path, batch_rows=3)
     assert read.schema.equals(HISTORY_FILE_SCHEMA)
-    assert read.column("failure_reason").null_count == len(EVENTS)
-    assert _without_failure_reason(read).equals(old)
-    completed = [e for k, e in iter_events(path) if k == "completed"]
-    assert [tuple(e) for e in completed] == [COMPLETED_FIELDS] * 3
-    assert all(e["failure_reason"] is None for e in completed)
+    assert read.column(column).null_count == len(EVENTS)
+    assert read.drop_columns([column]).equals(old)
+    events = list(iter_events(path))
+    assert [tuple(e) for _, e in events] == [
+        SUBMITTED_FIELDS if kind == "submitted" else COMPLETED_FIELDS for kind, _ in events
+    ]
+    assert all(e.get(column) is None for _, e in events)
     # ... and converting it writes the column, null
     converted = tmp_path / "converted.parquet"
     write_history(read_history_batches(path), converted)
     assert pq.read_schema(converted).names == HISTORY_FILE_SCHEMA.names
 
 
-def test_old_records_without_failure_reason_are_valid_events(table: pa.Table) -> None:
-    old = [(k, {f: v for f, v in e.items() if f != "failure_reason"}) for k, e in EVENTS]
+@pytest.mark.parametrize("column", ["failure_reason", "micro_batches"])
+def test_old_records_without_an_optional_column_are_valid_events(
+    table: pa.Table, column: str
+) -> None:
+    old = [(k, {f: v for f, v in e.items() if f != column}) for k, e in EVENTS]
     assert check_events(old) == []
-    assert _without_failure_reason(events_to_table(old)).equals(_without_failure_reason(table))
-    assert events_to_table(old).column("failure_reason").null_count == len(EVENTS)
+    assert events_to_table(old).drop_columns([column]).equals(table.drop_columns([column]))
+    assert events_to_table(old).column(column).null_count == len(EVENTS)
 
 
 # ---------------------------------------------------------------------------- null steps

@@ -8,7 +8,7 @@ sequence length, batch size, parallelism) is one lineage, so its throughput on o
 predicted from what it measured on the others (``docs/real-data.md``).
 
 >>> NEUSIGHT_MODELS["gpt2_large"].param_count, parallel_degrees("tp4")
-(774030080, (4, 1))
+(774030080, (4, 1, None))
 """
 
 from __future__ import annotations
@@ -114,26 +114,32 @@ _REQUIRED_COLUMNS = (
     "num_gpus",
     "samples_per_sec",
 )
-_PARALLELISM = re.compile(r"^(single|dp\d+|tp(\d+)|pp(\d+)(?:_\d+)?)$")
+_PARALLELISM = re.compile(r"^(single|dp\d+|tp(\d+)|pp(\d+)(?:_(\d+))?)$")
 
 
-def parallel_degrees(parallelism: str) -> tuple[int, int] | None:
-    """``(tensor_parallel, pipeline_parallel)`` of a NeuSight parallelism label, None if unknown.
+def parallel_degrees(parallelism: str) -> tuple[int, int, int | None] | None:
+    """``(tensor_parallel, pipeline_parallel, micro_batches)`` of a NeuSight parallelism label,
+    None if unknown.
 
-    ``single`` and ``dpN`` are (1, 1); ``tpN`` is (N, 1); ``ppN_M`` (M micro-batches) is (1, N).
+    ``single`` and ``dpN`` are (1, 1, None); ``tpN`` is (N, 1, None); ``ppN_M`` (M
+    micro-batches) is (1, N, M), ``ppN`` (1, N, None).
 
     Examples
     --------
     >>> parallel_degrees("single"), parallel_degrees("dp4"), parallel_degrees("pp4_1")
-    ((1, 1), (1, 1), (1, 4))
+    ((1, 1, None), (1, 1, None), (1, 4, 1))
     >>> parallel_degrees("zero3") is None
     True
     """
     match = _PARALLELISM.match(parallelism.strip().lower())
     if match is None:
         return None
-    tensor, pipeline = match.group(2), match.group(3)
-    return int(tensor or 1), int(pipeline or 1)
+    tensor, pipeline, micro_batches = match.group(2, 3, 4)
+    return (
+        int(tensor or 1),
+        int(pipeline or 1),
+        None if micro_batches is None else int(micro_batches),
+    )
 
 
 def _read(csv_path: Path) -> pd.DataFrame:
@@ -262,6 +268,7 @@ def _attempt(row: Mapping[str, Any], catalog: Catalog) -> tuple[str | None, dict
             "num_devices": gpus,
             "tensor_parallel": degrees[0],
             "pipeline_parallel": degrees[1],
+            "micro_batches": degrees[2],
             "requested_hardware": hardware,
             "candidate_hardware": None,
         },

@@ -66,10 +66,11 @@ def _mixed_rows() -> list[dict[str, Any]]:
 
 
 def test_parallel_degrees() -> None:
-    assert parallel_degrees("single") == (1, 1)
-    assert parallel_degrees("dp4") == (1, 1)
-    assert parallel_degrees("tp8") == (8, 1)
-    assert parallel_degrees("pp4_2") == (1, 4)
+    assert parallel_degrees("single") == (1, 1, None)
+    assert parallel_degrees("dp4") == (1, 1, None)
+    assert parallel_degrees("tp8") == (8, 1, None)
+    assert parallel_degrees("pp4_2") == (1, 4, 2)
+    assert parallel_degrees("pp2") == (1, 2, None)
     assert parallel_degrees("tp") is None
 
 
@@ -90,8 +91,9 @@ def test_training_rows_mapping_and_unknown_counts(tmp_path: Path) -> None:
     submitted = {e["job_id"]: e for k, e in events if k == "submitted"}
     tp = submitted["neusight/gpt2_large/s1024/bs4/tp4/4xH100-SXM"]
     assert (tp["tensor_parallel"], tp["pipeline_parallel"], tp["num_devices"]) == (4, 1, 4)
+    assert tp["micro_batches"] is None
     pp = submitted["neusight/gpt2_large/s1024/bs4/pp4_1/4xH100-SXM"]
-    assert (pp["tensor_parallel"], pp["pipeline_parallel"]) == (1, 4)
+    assert (pp["tensor_parallel"], pp["pipeline_parallel"], pp["micro_batches"]) == (1, 4, 1)
     single = submitted["neusight/gpt2_large/s1024/bs4/single/1xMI250"]
     assert single["model_type"] == "GPT2-Large" and single["model_family"] == "dense_llm"
     assert single["param_count"] == 774_030_080 and single["seq_len"] == 1024
@@ -114,6 +116,8 @@ def test_writes_a_valid_history_and_cli(tmp_path: Path) -> None:
     stats = import_neusight(path, tmp_path / "out")
     tables = list(read_history_batches(tmp_path / "out" / "history.parquet"))
     assert sum(t.num_rows for t in tables) == 2 * stats.attempts
+    # the pipelined row's micro-batch count survives the file (null elsewhere)
+    assert sorted(v for t in tables for v in t["micro_batches"].to_pylist() if v) == [1]
     result = CliRunner().invoke(
         app, ["import", "neusight", str(path), "--out", str(tmp_path / "c")]
     )

@@ -554,7 +554,7 @@ class _Writer:
                     ~is_sub & (both["reason"] >= 0),
                     pa.array(np.asarray(FAILURE_REASONS)[np.maximum(both["reason"], 0)]),
                 ),
-                # not said: the ground truth's pipelines have no fill and drain to learn
+                # not said: the owners' micro-batches (memory_truth) stay hidden
                 "micro_batches": pa.nulls(len(is_sub), pa.int32()),
             },
             schema=HISTORY_FILE_SCHEMA,

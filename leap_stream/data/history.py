@@ -83,8 +83,8 @@ __all__ = [
 ]
 
 # Columns added to the history format after its first version: a file (or table, or event) without
-# them is still valid and reads as if they were null. The core's HISTORY_SCHEMA does not read
-# them yet; files carry them on top of it.
+# them is still valid and reads as if they were null. The core's HISTORY_SCHEMA (what every history
+# holds) leaves them out; files carry them on top of it.
 _OPTIONAL_FIELDS = (pa.field("failure_reason", pa.string()), pa.field("micro_batches", pa.int32()))
 OPTIONAL_COLUMNS: tuple[str, ...] = tuple(f.name for f in _OPTIONAL_FIELDS)
 HISTORY_FILE_SCHEMA: pa.Schema = pa.schema(

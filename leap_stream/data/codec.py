@@ -52,7 +52,8 @@ _FINGERPRINT_SIZE = 8
 _HEADER_SIZE = len(MARKER) + _FINGERPRINT_SIZE
 
 # Fields added to a published record (docs/events.md, evolution rule), oldest first; a field of
-# a nested record is named by its path ("job.micro_batches"). Adding a field changes the
+# a nested record (a field whose type is the record itself, not a union) is named by its path
+# ("job.micro_batches"). Adding a field changes the
 # schema's fingerprint, so the record's earlier versions (without the fields added since) stay
 # registered as writer schemas: their messages keep decoding, with defaults.
 ADDED_FIELDS: dict[str, tuple[str, ...]] = {

@@ -254,18 +254,19 @@ class LeapCore:
         now_ms = _time_ms(event)
         index = self.hw.index if event.get("candidate_hardware") is None else check.index
         state = self.priors.get(event[self._lineage_field])
+        signature = config_signature(event)
         view = lineage_view(
             state,
             index,
             n,
-            config_signature(event),
+            signature,
             now_ms,
             self._latest_residual(state),
             self.half_life,
         )
         offsets = view.offsets
         if state:  # hardware the lineage has not run on: its residuals elsewhere, corrected
-            transfer = self._transfer_offsets(state, event, job, positions, base, now_ms)
+            transfer = self._transfer_offsets(state, event, signature, job, positions, base, now_ms)
             offsets = np.where(view.same_hardware, view.offsets, transfer)
         has_exact = np.isfinite(view.exact)
         log_pred = np.where(has_exact, view.exact, base + offsets)
@@ -281,7 +282,7 @@ class LeapCore:
         # family on that hardware; the lineage's own measurements carry none of it
         family_seen = self.model.family_seen(job.family)[positions]
         risk = np.where(view.same_hardware, 0.0, RISK_AVERSION / np.sqrt(1.0 + family_seen))
-        risk += self._memory_risk(event, state, check, positions, index)
+        risk += self._memory_risk(event, state, signature, check, positions, index)
         width = self.intervals.halfwidths(_SOURCES)[code]
         predicted = np.where(known, np.exp(log_pred), np.nan)
 
@@ -314,6 +315,7 @@ class LeapCore:
         self,
         event: dict[str, Any],
         state: dict[str, Any] | None,
+        signature: str,
         check: Eligibility,
         positions: np.ndarray,
         index: Mapping[str, int],
@@ -327,7 +329,7 @@ class LeapCore:
         """
         ratio = check.memory_needed_gb / self.rules.usable_memory[positions]
         p = self.memory_risk.predict_many(event["model_family"], ratio)
-        failed = [index[h] for h in out_of_memory_on(state, config_signature(event)) if h in index]
+        failed = [index[h] for h in out_of_memory_on(state, signature) if h in index]
         if failed:  # what did not fit at a share of memory will not fit at a larger one
             p[failed] = 1.0
             p[ratio >= ratio[failed].min()] = 1.0
@@ -338,13 +340,15 @@ class LeapCore:
         self,
         state: dict[str, Any],
         event: dict[str, Any],
+        signature: str,
         job: JobFeatures,
         positions: np.ndarray,
         base: np.ndarray,
         now_ms: float,
     ) -> np.ndarray:
         """The lineage's offset on each candidate from its residuals on the hardware it ran
-        (``base``: the model's prediction for each candidate).
+        (``base``: the model's prediction for each candidate; ``signature``: the submission's
+        ``config_signature``).
 
         Each hardware type the lineage measured this very configuration on is a reference
         (else its latest measurement, whatever the configuration): its residual against the
@@ -352,7 +356,7 @@ class LeapCore:
         candidate (:class:`PairwiseTransfer`), averaged over the references, each weighed by
         how little its ratio to that candidate varies across jobs (``PairwiseTransfer.spread``).
         """
-        measured = exact_measurements(state, config_signature(event), now_ms, self.half_life)
+        measured = exact_measurements(state, signature, now_ms, self.half_life)
         references = [(self.hw.index[h], y, job) for h, y in measured.items() if h in self.hw.index]
         if not references:
             last = latest(state)

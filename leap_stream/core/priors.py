@@ -180,14 +180,16 @@ def exact_measurements(
     signature: str,
     now_ms: float,
     half_life_days: float = HALF_LIFE_DAYS,
+    since_ms: float = float("-inf"),
 ) -> dict[str, float]:
-    """Hardware type -> measured log throughput of this very configuration, where it ran."""
+    """Hardware type -> measured log throughput of this very configuration, where it ran (last
+    at or after ``since_ms``)."""
     if not state:
         return {}
     prefix = signature + _SEPARATOR
     found = {}
     for key, entry in state.items():
-        if key.startswith(prefix):
+        if key.startswith(prefix) and entry[3] >= since_ms:
             d = _decay(entry, now_ms, half_life_days)
             found[key[len(prefix) :]] = entry[0] * d / (entry[1] * d)
     return found

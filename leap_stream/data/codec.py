@@ -59,7 +59,13 @@ _HEADER_SIZE = len(MARKER) + _FINGERPRINT_SIZE
 ADDED_FIELDS: dict[str, tuple[str, ...]] = {
     "leap.v1.JobSubmitted": ("micro_batches",),
     "leap.v1.JobCompleted": ("failure_reason",),
-    "leap.v1.LearnExample": ("reference", "memory_ratio", "out_of_memory", "job.micro_batches"),
+    "leap.v1.LearnExample": (
+        "reference",
+        "memory_ratio",
+        "out_of_memory",
+        "job.micro_batches",
+        "exact_references",
+    ),
     "leap.v1.ModelSnapshot": ("trained_until",),
 }
 

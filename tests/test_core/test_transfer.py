@@ -79,21 +79,24 @@ def _job(job_id: str, lineage: str, model_type: str, **overrides: Any) -> dict[s
     } | overrides
 
 
+def _completed(job: dict[str, Any], hardware: str, throughput: float) -> dict[str, Any]:
+    """Its success an hour after ``job`` was submitted."""
+    return {
+        "event_id": f"{job['job_id']}/c",
+        "event_time": job["event_time"] + timedelta(hours=1),
+        "job_id": job["job_id"],
+        "lineage_id": job["lineage_id"],
+        "hardware_type": hardware,
+        "num_devices": job["num_devices"],
+        "status": "succeeded",
+        "throughput": throughput,
+        "steps": 100,
+    }
+
+
 def _run(core: LeapCore, job: dict[str, Any], hardware: str, throughput: float) -> None:
     core.on_submitted(job)
-    core.on_completed(
-        {
-            "event_id": f"{job['job_id']}/c",
-            "event_time": job["event_time"] + timedelta(hours=1),
-            "job_id": job["job_id"],
-            "lineage_id": job["lineage_id"],
-            "hardware_type": hardware,
-            "num_devices": job["num_devices"],
-            "status": "succeeded",
-            "throughput": throughput,
-            "steps": 100,
-        }
-    )
+    core.on_completed(_completed(job, hardware, throughput))
 
 
 def _transfer_error(core: LeapCore, start: datetime) -> float:
@@ -127,22 +130,49 @@ def test_lineages_that_ran_on_both_types_teach_the_ratio_a_new_lineage_transfers
     assert _transfer_error(untaught, start) > 2 * _transfer_error(taught, start)
 
 
+@pytest.mark.parametrize(("gap_hours", "ratios"), [(1, 2), (7, 1)])
+def test_a_sweep_of_one_configuration_teaches_a_ratio_from_every_recent_type(
+    gap_hours: int, ratios: int
+) -> None:
+    """H100-SXM, then MI300X, then A100-SXM-80GB, each gap_hours apart: the last completion
+    teaches the ratio from MI300X (the latest) and, measured within 6 hours, from H100-SXM."""
+    core = LeapCore(default_catalog())
+    candidates = ["H100-SXM", "MI300X", "A100-SXM-80GB"]
+    speeds = [8_000.0, 9_000.0, 4_000.0]
+    examples = []
+    for i, (hardware, speed) in enumerate(zip(candidates, speeds, strict=True)):
+        job = _job(
+            f"j{i}",
+            "l1",
+            "resnet",
+            event_time=T0 + timedelta(hours=gap_hours * i),
+            candidate_hardware=candidates,
+        )
+        core.on_submitted(job)
+        _, example = core.join(_completed(job, hardware, speed))
+        assert example is not None
+        core.learn(example)
+        examples.append(example)
+    last = examples[-1]
+    assert last["reference"]["hardware_type"] == "MI300X"
+    assert [r["hardware_type"] for r in last["exact_references"]] == ["H100-SXM"][: ratios - 1]
+    assert core.pairs.learned == 1 + ratios  # MI300X's ratio from H100-SXM, then the last's
+    h100, a100 = core.hw.index["H100-SXM"], core.hw.index["A100-SXM-80GB"]
+    measured, evidence = core.pairs.measured_ratio("resnet", "cnn", h100)
+    assert (evidence[a100] > 0) == (ratios == 2)
+    if ratios == 2:  # the efficiency ratio the two measured: throughput net of the roofline
+        job = core.model.encoder.job(last["job"])
+        baseline = core.model.encoder.baseline(job, np.array([h100, a100]))
+        expected = math.log(4_000.0 / 8_000.0) - (baseline[1] - baseline[0])
+        assert measured[a100] == pytest.approx(expected)
+
+
 def test_the_reference_travels_in_the_learn_example_and_the_fold_learns_the_same() -> None:
     """join + learn on another core (the service's split) learns the same ratios."""
     whole, joiner, learner = (LeapCore(default_catalog()) for _ in range(3))
     for i, (hardware, speed) in enumerate([("H100-SXM", 8_000.0), ("MI300X", 20_000.0)]):
         job = _job(f"j{i}", "l1", "resnet", event_time=T0 + timedelta(hours=2 * i))
-        completed = {
-            "event_id": f"j{i}/c",
-            "event_time": job["event_time"] + timedelta(hours=1),
-            "job_id": f"j{i}",
-            "lineage_id": "l1",
-            "hardware_type": hardware,
-            "num_devices": 8,
-            "status": "succeeded",
-            "throughput": speed,
-            "steps": 100,
-        }
+        completed = _completed(job, hardware, speed)
         whole.on_submitted(job)
         whole.on_completed(completed)
         joiner.on_submitted(job)

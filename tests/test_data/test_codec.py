@@ -180,6 +180,7 @@ RECORDS: dict[str, dict[str, Any]] = {
                 "micro_batches": 8,
             },
         },
+        "exact_references": [{"hardware_type": "MI250", "log_throughput": 3.875}],
         "memory_ratio": 0.625,
         "out_of_memory": False,
         "abs_log_residual": 0.0625,
@@ -392,15 +393,31 @@ def test_job_completed_bytes_from_before_failure_reason_still_decode(tmp_path: P
     assert "failure_reason" not in old.decode(new_bytes)
 
 
-def test_learn_example_bytes_from_before_micro_batches_still_decode(tmp_path: Path) -> None:
-    # A field added inside a nested record (JobConfig, used twice) follows the same rule.
+def test_learn_example_bytes_from_before_exact_references_read_them_as_empty(
+    tmp_path: Path,
+) -> None:
     v1 = _schema("LearnExample")
+    v1["fields"] = [f for f in v1["fields"] if f["name"] != "exact_references"]
+    for path in SCHEMA_DIR.glob("*.avsc"):
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "LearnExample.avsc").write_text(json.dumps(v1))
+    record = {k: v for k, v in RECORDS["LearnExample"].items() if k != "exact_references"}
+    old_bytes = AvroCodec(tmp_path).encode("LearnExample", record)
+    assert old_bytes[:10] != encode("LearnExample", RECORDS["LearnExample"])[:10]
+    assert decode(old_bytes) == {**record, "exact_references": []}
+
+
+def test_learn_example_bytes_from_before_micro_batches_still_decode(tmp_path: Path) -> None:
+    # A field added inside a nested record (JobConfig, used twice) follows the same rule; the
+    # release before it had no exact_references either (ADDED_FIELDS is in release order).
+    v1 = _schema("LearnExample")
+    v1["fields"] = [f for f in v1["fields"] if f["name"] != "exact_references"]
     job_config = next(f for f in v1["fields"] if f["name"] == "job")["type"]
     job_config["fields"] = [f for f in job_config["fields"] if f["name"] != "micro_batches"]
     for path in SCHEMA_DIR.glob("*.avsc"):
         shutil.copy(path, tmp_path / path.name)
     (tmp_path / "LearnExample.avsc").write_text(json.dumps(v1))
-    record = RECORDS["LearnExample"]
+    record = {k: v for k, v in RECORDS["LearnExample"].items() if k != "exact_references"}
     old_record = {
         **record,
         "job": {k: v for k, v in record["job"].items() if k != "micro_batches"},

@@ -205,6 +205,14 @@ def _schema(name: str) -> dict[str, Any]:
     return json.loads((SCHEMA_DIR / f"{name}.avsc").read_text())
 
 
+def _release(directory: Path, schema: dict[str, Any]) -> AvroCodec:
+    """A codec of another release: the schema directory with ``schema`` in its record's place."""
+    for path in SCHEMA_DIR.glob("*.avsc"):
+        shutil.copy(path, directory / path.name)
+    (directory / f"{schema['name']}.avsc").write_text(json.dumps(schema))
+    return AvroCodec(directory)
+
+
 def _job_submitted_v2() -> dict[str, Any]:
     """JobSubmitted as a later release would evolve it: one added field, with a default."""
     v2 = _schema("JobSubmitted")
@@ -325,11 +333,8 @@ def test_old_bytes_decode_with_the_new_reader_filling_the_default(
 
 def test_new_bytes_decode_with_the_old_reader_dropping_the_new_field(tmp_path: Path) -> None:
     # The new release: the same schema directory, with JobSubmitted at v2.
-    for path in SCHEMA_DIR.glob("*.avsc"):
-        shutil.copy(path, tmp_path / path.name)
     v2 = _job_submitted_v2()
-    (tmp_path / "JobSubmitted.avsc").write_text(json.dumps(v2))
-    new = AvroCodec(tmp_path)
+    new = _release(tmp_path, v2)
     new_bytes = new.encode(
         "JobSubmitted", {**RECORDS["JobSubmitted"], "activation_checkpointing": True}
     )
@@ -374,10 +379,7 @@ def test_job_completed_gained_failure_reason_by_the_rule() -> None:
 
 def test_job_completed_bytes_from_before_failure_reason_still_decode(tmp_path: Path) -> None:
     # A producer of the previous release: its schema directory has JobCompleted v1.
-    for path in SCHEMA_DIR.glob("*.avsc"):
-        shutil.copy(path, tmp_path / path.name)
-    (tmp_path / "JobCompleted.avsc").write_text(json.dumps(_job_completed_v1()))
-    old = AvroCodec(tmp_path)
+    old = _release(tmp_path, _job_completed_v1())
     record = {k: v for k, v in RECORDS["JobCompleted"].items() if k != "failure_reason"}
     old_bytes = old.encode("JobCompleted", record)
     # The current codec registers v1 itself (no register() call), and fills the default.
@@ -398,11 +400,8 @@ def test_learn_example_bytes_from_before_exact_references_read_them_as_empty(
 ) -> None:
     v1 = _schema("LearnExample")
     v1["fields"] = [f for f in v1["fields"] if f["name"] != "exact_references"]
-    for path in SCHEMA_DIR.glob("*.avsc"):
-        shutil.copy(path, tmp_path / path.name)
-    (tmp_path / "LearnExample.avsc").write_text(json.dumps(v1))
     record = {k: v for k, v in RECORDS["LearnExample"].items() if k != "exact_references"}
-    old_bytes = AvroCodec(tmp_path).encode("LearnExample", record)
+    old_bytes = _release(tmp_path, v1).encode("LearnExample", record)
     assert old_bytes[:10] != encode("LearnExample", RECORDS["LearnExample"])[:10]
     assert decode(old_bytes) == {**record, "exact_references": []}
 
@@ -414,9 +413,6 @@ def test_learn_example_bytes_from_before_micro_batches_still_decode(tmp_path: Pa
     v1["fields"] = [f for f in v1["fields"] if f["name"] != "exact_references"]
     job_config = next(f for f in v1["fields"] if f["name"] == "job")["type"]
     job_config["fields"] = [f for f in job_config["fields"] if f["name"] != "micro_batches"]
-    for path in SCHEMA_DIR.glob("*.avsc"):
-        shutil.copy(path, tmp_path / path.name)
-    (tmp_path / "LearnExample.avsc").write_text(json.dumps(v1))
     record = {k: v for k, v in RECORDS["LearnExample"].items() if k != "exact_references"}
     old_record = {
         **record,
@@ -426,7 +422,7 @@ def test_learn_example_bytes_from_before_micro_batches_still_decode(tmp_path: Pa
             "job": {k: v for k, v in record["reference"]["job"].items() if k != "micro_batches"},
         },
     }
-    old_bytes = AvroCodec(tmp_path).encode("LearnExample", old_record)
+    old_bytes = _release(tmp_path, v1).encode("LearnExample", old_record)
     assert old_bytes[:10] != encode("LearnExample", record)[:10]  # a new fingerprint
     decoded = decode(old_bytes)
     assert decoded["job"]["micro_batches"] is None
@@ -439,11 +435,8 @@ def test_job_submitted_bytes_from_before_micro_batches_read_it_as_unknown(
 ) -> None:
     v1 = _schema("JobSubmitted")
     v1["fields"] = [f for f in v1["fields"] if f["name"] != "micro_batches"]
-    for path in SCHEMA_DIR.glob("*.avsc"):
-        shutil.copy(path, tmp_path / path.name)
-    (tmp_path / "JobSubmitted.avsc").write_text(json.dumps(v1))
     record = {k: v for k, v in RECORDS["JobSubmitted"].items() if k != "micro_batches"}
-    assert decode(AvroCodec(tmp_path).encode("JobSubmitted", record)) == {
+    assert decode(_release(tmp_path, v1).encode("JobSubmitted", record)) == {
         **record,
         "micro_batches": None,
     }

@@ -168,10 +168,18 @@ def test_a_sweep_of_one_configuration_teaches_a_ratio_from_every_recent_type(
 
 
 def test_the_reference_travels_in_the_learn_example_and_the_fold_learns_the_same() -> None:
-    """join + learn on another core (the service's split) learns the same ratios."""
+    """join + learn on another core (the service's split) learns the same ratios, those of a
+    sweep's earlier types included."""
     whole, joiner, learner = (LeapCore(default_catalog()) for _ in range(3))
-    for i, (hardware, speed) in enumerate([("H100-SXM", 8_000.0), ("MI300X", 20_000.0)]):
-        job = _job(f"j{i}", "l1", "resnet", event_time=T0 + timedelta(hours=2 * i))
+    sweep = [("H100-SXM", 8_000.0), ("MI300X", 20_000.0), ("A100-SXM-80GB", 4_000.0)]
+    for i, (hardware, speed) in enumerate(sweep):
+        job = _job(
+            f"j{i}",
+            "l1",
+            "resnet",
+            event_time=T0 + timedelta(hours=2 * i),
+            candidate_hardware=[h for h, _ in sweep],
+        )
         completed = _completed(job, hardware, speed)
         whole.on_submitted(job)
         whole.on_completed(completed)
@@ -180,11 +188,12 @@ def test_the_reference_travels_in_the_learn_example_and_the_fold_learns_the_same
         assert example is not None
         assert (example["reference"] is None) == (i == 0)
         learner.learn(example)
-    assert learner.pairs.learned == whole.pairs.learned == 1
-    np.testing.assert_array_equal(
-        learner.pairs.measured_ratio("resnet", "cnn", 0)[0],
-        whole.pairs.measured_ratio("resnet", "cnn", 0)[0],
-    )
+    assert learner.pairs.learned == whole.pairs.learned == 3
+    for reference in range(len(whole.hw)):
+        np.testing.assert_array_equal(
+            learner.pairs.measured_ratio("resnet", "cnn", reference)[0],
+            whole.pairs.measured_ratio("resnet", "cnn", reference)[0],
+        )
     assert "pairs" in whole.model_state()
 
 

@@ -67,7 +67,7 @@ from leap_stream.core.priors import (
     update_prior,
 )
 from leap_stream.core.ranking import SOURCES, Ranking, rank_candidates
-from leap_stream.core.transfer import PairwiseTransfer
+from leap_stream.core.transfer import PairwiseTransfer, config_coordinates
 
 __all__ = [
     "COLD_START_MIN_OBSERVATIONS",
@@ -375,6 +375,7 @@ class LeapCore:
             hardware, log_throughput, config = last
             references = [(self.hw.index[hardware], log_throughput, self.model.encoder.job(config))]
         efficiency = base - self.model.encoder.baseline(job, positions)
+        coordinates = config_coordinates(event)
         total = np.zeros(len(positions))
         weights = np.zeros(len(positions))
         for reference, log_throughput, reference_job in references:
@@ -387,6 +388,7 @@ class LeapCore:
                 reference,
                 efficiency - reference_efficiency,
                 positions,
+                coordinates,
             )
             residual = log_throughput - modelled
             # shrink what may be the lineage's noise, not the model's gross error of a new type
@@ -609,6 +611,7 @@ class LeapCore:
             measured=(math.log(example["throughput"]) - baseline)
             - (reference["log_throughput"] - reference_baseline),
             model=float(model - reference_model),
+            coordinates=config_coordinates(example["job"]),
         )
 
     def model_state(self) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from leap_stream.core.catalog import default_catalog
 from leap_stream.core.leap import LeapCore
-from leap_stream.core.transfer import PairwiseTransfer
+from leap_stream.core.transfer import PairwiseTransfer, config_coordinates
 
 T0 = datetime(2025, 6, 1, tzinfo=UTC)
 HARDWARE = ["A", "B", "C"]
@@ -56,6 +57,87 @@ def test_ratios_are_kept_both_ways_and_by_model_type_before_family() -> None:
     assert 0.45 < resnet[1] < 0.5
     assert -0.1 < vgg[1] < -0.05
     assert back[0] == pytest.approx(-resnet[1])
+
+
+def _per_device(batch: int) -> np.ndarray:
+    """The coordinates of a one-device job of this batch size."""
+    job = {"global_batch_size": batch, "num_devices": 1, "tensor_parallel": 1}
+    return config_coordinates(job | {"pipeline_parallel": 1})
+
+
+def test_a_ratio_is_read_near_the_jobs_own_configuration() -> None:
+    """Small batches leave B's extra speed unused (ratio -1.0), large ones use it (-0.2), as
+    Gavel's K80 against P100 does: a job reads the ratio of its neighbours, not the mean."""
+    pairs = PairwiseTransfer(HARDWARE)
+    for _ in range(10):
+        for batch, ratio in ((16, -1.0), (256, -0.2)):
+            pairs.learn_one(
+                "resnet",
+                "cnn",
+                reference=0,
+                hardware=1,
+                measured=ratio,
+                model=0.0,
+                coordinates=_per_device(batch),
+            )
+    small, _ = pairs.measured_ratio("resnet", "cnn", 0, _per_device(16))
+    near_small, _ = pairs.measured_ratio("resnet", "cnn", 0, _per_device(24))
+    large, _ = pairs.measured_ratio("resnet", "cnn", 0, _per_device(256))
+    back, _ = pairs.measured_ratio("resnet", "cnn", 1, _per_device(256))
+    pooled, _ = pairs.measured_ratio("resnet", "cnn", 0)
+    assert small[1] == pytest.approx(-1.0, abs=0.01)
+    assert large[1] == pytest.approx(-0.2, abs=0.01)
+    assert near_small[1] < -0.9  # half a doubling away: still the small batches' ratio
+    assert back[0] == pytest.approx(0.2, abs=0.01)
+    assert pooled[1] == pytest.approx(-0.6, abs=0.05)  # without a configuration: the mean
+    # another model type has no neighbours of its own: its family's mean
+    other, _ = pairs.measured_ratio("vgg", "cnn", 0, _per_device(16))
+    assert other[1] == pytest.approx(pooled[1], abs=0.2)
+
+
+@pytest.mark.parametrize(("model_miss", "weight"), [(2.0, 1.0), (0.5, 0.0)])
+def test_the_blend_weight_minimises_the_blends_error_when_both_miss_alike(
+    model_miss: float, weight: float
+) -> None:
+    """Each observation is a new model type, so the measured estimate is the all-jobs mean
+    (about 0) and misses by the measured ratio; the model misses by ``model_miss`` times as
+    much, the same way. Inverse squared errors would weigh the measured ratios 0.8 and 0.2;
+    where one estimate's miss contains the other's, the better one should have all the say."""
+    pairs = PairwiseTransfer(HARDWARE)
+    rng = np.random.default_rng(2)
+    for i in range(600):
+        measured = float(rng.normal(0.0, 0.3))
+        pooled, _ = pairs.measured_ratio(f"type{i}", f"family{i}", 0)
+        miss = pooled[1] - measured
+        model = measured + model_miss * miss
+        pairs.learn_one(
+            f"type{i}", f"family{i}", reference=0, hardware=1, measured=measured, model=model
+        )
+    inverse = pairs.squared_error[1] / pairs.squared_error.sum()
+    assert inverse == pytest.approx(model_miss**2 / (1 + model_miss**2), abs=0.05)
+    assert pairs.measured_weight() == pytest.approx(weight, abs=0.05)
+
+
+def test_a_transfer_pickled_before_the_local_level_loads_and_blends_as_it_did() -> None:
+    pairs = PairwiseTransfer(HARDWARE)
+    for i in range(20):
+        pairs.learn_one("resnet", "cnn", reference=0, hardware=1, measured=0.3, model=0.1 * i)
+    old = pickle.loads(pickle.dumps(pairs))
+    del old.__dict__["_local"], old.__dict__["cross_error"]
+    loaded = pickle.loads(pickle.dumps(old))
+    expected = loaded.squared_error[1] / loaded.squared_error.sum()
+    assert loaded.measured_weight() == pytest.approx(expected)  # no covariance yet
+    loaded.learn_one(
+        "resnet",
+        "cnn",
+        reference=0,
+        hardware=2,
+        measured=0.5,
+        model=0.0,
+        coordinates=_per_device(32),
+    )
+    near, _ = loaded.measured_ratio("resnet", "cnn", 0, _per_device(32))
+    assert near[2] == pytest.approx(0.5)
 
 
 def _job(job_id: str, lineage: str, model_type: str, **overrides: Any) -> dict[str, Any]:
@@ -128,6 +210,27 @@ def test_lineages_that_ran_on_both_types_teach_the_ratio_a_new_lineage_transfers
     assert taught.pairs.learned == 30
     assert _transfer_error(taught, start) < 0.15
     assert _transfer_error(untaught, start) > 2 * _transfer_error(taught, start)
+
+
+def test_a_new_lineage_transfers_with_the_ratio_of_its_own_configuration() -> None:
+    """resnet at 16 samples per device runs as fast on MI300X as on H100-SXM, at 256 three
+    times as fast: a new lineage at each batch reads its own configuration's ratio."""
+    core = LeapCore(default_catalog())
+    when = T0
+    for i in range(40):
+        when = T0 + timedelta(hours=3 * i)
+        batch, ratio = (128, 1.0) if i % 2 else (2048, 3.0)
+        first = _job(f"j{i}a", f"l{i}", "resnet", event_time=when, global_batch_size=batch)
+        _run(core, first, "H100-SXM", 8_000.0)
+        second = {**first, "job_id": f"j{i}b", "event_time": when + timedelta(hours=1)}
+        _run(core, second, "MI300X", ratio * 8_000.0)
+    for batch, ratio in ((128, 1.0), (2048, 3.0)):
+        new = _job(f"new{batch}", f"new{batch}", "resnet", event_time=when + timedelta(hours=3))
+        new["global_batch_size"] = batch
+        _run(core, new, "H100-SXM", 8_000.0)
+        ranking = core.on_submitted({**new, "job_id": f"new{batch}b"})
+        predicted = ranking.predicted[ranking.hardware.index("MI300X")]
+        assert abs(math.log(predicted / (ratio * 8_000.0))) < 0.1, (batch, predicted)
 
 
 @pytest.mark.parametrize(("gap_hours", "ratios"), [(1, 2), (7, 1)])

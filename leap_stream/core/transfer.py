@@ -55,7 +55,8 @@ PRIOR_WEIGHT = 4.0
 # A pair's mean forgets at this many observations: enough to average the noise down, few enough
 # to follow software releases.
 WINDOW = 200.0
-# Both squared errors start from this (log scale, ~ a 30% miss), and forget at the same pace.
+# Both squared errors start from this (log scale, ~ a 30% miss), their covariance from 0 (the
+# blend starts as inverse squared errors weigh), and all forget at the same pace.
 INITIAL_SQUARED_ERROR = 0.09
 ERROR_WINDOW = 500.0
 # The spread of a pair's ratios before it has this many observations at a level, and a floor
@@ -67,7 +68,8 @@ MIN_SPREAD = 0.002
 # device, devices, sequence, tensor and pipeline parallelism, in doublings). An observation
 # weighs exp(-LOCAL_SHARPNESS x its L1 distance) and LOCAL_PRIOR of the model type's mean is
 # added, so a job with no neighbour reads the model type's mean. Each (model type, reference)
-# keeps its last LOCAL_CAPACITY observations.
+# keeps its last LOCAL_CAPACITY observations. Sharpness 2 to 4 and a prior of 0.005 to 0.02 gave
+# Gavel's leave-one-out the same 73.2% within 20%; the fleets move by hundredths (results.md).
 LOCAL_SHARPNESS = 3.0
 LOCAL_PRIOR = 0.005
 LOCAL_CAPACITY = 32

@@ -27,7 +27,8 @@ __all__ = [
     "topic_specs",
 ]
 
-# Snapshots are a pickled model of a few MB at most; the broker's default limit is 1 MB.
+# Snapshots are a pickled model of ~10 MB (8.6 MB after a 60-day fleet of 3,000 jobs a day, most of
+# it the pairwise transfer); the broker's default limit is 1 MB.
 SNAPSHOT_MAX_BYTES = 64 * 1024 * 1024
 # The learn log must reach back to the oldest snapshot a restart may load (snapshots come every
 # minute or so): a week is plenty, and keeps it replayable for audits.

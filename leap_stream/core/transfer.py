@@ -223,10 +223,10 @@ class PairwiseTransfer:
         """The blend's weight of the measured ratios: the one that minimises the blend's mean
         squared error, from both errors' second moments (they are correlated)."""
         measured, model = self.squared_error
-        spread = measured + model - 2.0 * self.cross_error
-        if spread <= 1e-12:
+        difference = measured + model - 2.0 * self.cross_error  # E[(model miss - measured miss)^2]
+        if difference <= 1e-12:  # the two miss alike: either will do
             return 0.5
-        return float(min(max((model - self.cross_error) / spread, 0.0), 1.0))
+        return float(min(max((model - self.cross_error) / difference, 0.0), 1.0))
 
     def learn_one(
         self,
@@ -252,14 +252,13 @@ class PairwiseTransfer:
             decay = 1.0 / min(self.scored + 2.0, ERROR_WINDOW)
             self.squared_error = self.squared_error * (1.0 - decay) + errors**2 * decay
             self.cross_error = self.cross_error * (1.0 - decay) + errors[0] * errors[1] * decay
-        for key in self._levels(model_type, family):
-            for a, b, value in ((reference, hardware, measured), (hardware, reference, -measured)):
+        for a, b, value in ((reference, hardware, measured), (hardware, reference, -measured)):
+            for key in self._levels(model_type, family):
                 row = self._rows.get((key, a))
                 if row is None:
                     row = self._rows[(key, a)] = np.zeros((3, len(self.hardware)))
                 row[:, b] = row[:, b] * self.keep + (value, 1.0, value * value)
-        if coordinates is not None:
-            for a, b, value in ((reference, hardware, measured), (hardware, reference, -measured)):
+            if coordinates is not None:
                 near = self._local.get((model_type, a))
                 if near is None:
                     near = self._local[(model_type, a)] = _Neighbours()

@@ -61,8 +61,9 @@ def test_ratios_are_kept_both_ways_and_by_model_type_before_family() -> None:
 
 def _per_device(batch: int) -> np.ndarray:
     """The coordinates of a one-device job of this batch size."""
-    job = {"global_batch_size": batch, "num_devices": 1, "tensor_parallel": 1}
-    return config_coordinates(job | {"pipeline_parallel": 1})
+    return config_coordinates(
+        {"global_batch_size": batch, "num_devices": 1, "tensor_parallel": 1, "pipeline_parallel": 1}
+    )
 
 
 def test_a_ratio_is_read_near_the_jobs_own_configuration() -> None:
@@ -225,8 +226,10 @@ def test_a_new_lineage_transfers_with_the_ratio_of_its_own_configuration() -> No
         second = {**first, "job_id": f"j{i}b", "event_time": when + timedelta(hours=1)}
         _run(core, second, "MI300X", ratio * 8_000.0)
     for batch, ratio in ((128, 1.0), (2048, 3.0)):
-        new = _job(f"new{batch}", f"new{batch}", "resnet", event_time=when + timedelta(hours=3))
-        new["global_batch_size"] = batch
+        start = when + timedelta(hours=3)
+        new = _job(
+            f"new{batch}", f"new{batch}", "resnet", event_time=start, global_batch_size=batch
+        )
         _run(core, new, "H100-SXM", 8_000.0)
         ranking = core.on_submitted({**new, "job_id": f"new{batch}b"})
         predicted = ranking.predicted[ranking.hardware.index("MI300X")]

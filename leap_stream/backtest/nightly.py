@@ -46,6 +46,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from leap_stream.backtest.metrics import AttemptOutcome, _accuracy
 from leap_stream.backtest.replay import _Decisions, _InFlight, _value_for
+from leap_stream.backtest.retrain import MODELS as RETRAINED
 from leap_stream.backtest.retrain import replay_snapshots, train_snapshot
 from leap_stream.core import LeapCore
 from leap_stream.core.batch import (
@@ -57,6 +58,7 @@ from leap_stream.core.batch import (
 )
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.eligibility import Eligibility
+from leap_stream.core.ensemble import ENSEMBLE, Ensemble
 from leap_stream.core.events import job_config
 from leap_stream.core.priors import HALF_LIFE_DAYS
 from leap_stream.core.promotion import Decision, PromotionRule
@@ -77,9 +79,9 @@ __all__ = [
 
 NIGHTLY_FILE = "nightly.csv"
 # Every model scored each night, in the tables' order; the lookup table is a baseline only.
-MODELS = ("online", "river_batch", "lightgbm", "lookup")
+MODELS = ("online", "river_batch", "lightgbm", ENSEMBLE, "lookup")
 # The models the champion/challenger rule chooses among: those that rank every submission.
-CANDIDATES = ("online", "river_batch", "lightgbm")
+CANDIDATES = ("online", "river_batch", "lightgbm", ENSEMBLE)
 _DAY_MS = 86_400_000.0
 _SOURCES = SOURCES[:4]  # the online core's own; the lookup's is its name
 _WITHIN_10 = np.float32(0.10)
@@ -124,7 +126,7 @@ class NightlyOptions:
     passes: int = RIVER_PASSES
     workers: int | None = None
     rule: PromotionRule = field(default_factory=PromotionRule)
-    initial: str = "online"
+    initial: str = ENSEMBLE
     warmup: int | None = None
     boosted_params: Mapping[str, Any] = field(default_factory=lambda: dict(BOOSTED_PARAMS))
     boosted_rounds: int = BOOSTED_ROUNDS
@@ -511,6 +513,9 @@ class NightlyTap:
                 previous = self.run.results[self.night]
                 previous.models, previous.primed = {}, {}
             self.models = result.models
+            if self.models:  # the ensemble reads the online model as it learns through the day
+                members = [core.model, *self.models.values()]
+                self.models = {**self.models, ENSEMBLE: Ensemble(members)}
             self.night, self.day_end = k, cutoffs[k] + _DAY_MS
             self.next += 1
 
@@ -669,7 +674,7 @@ def nightly_figures(
     rows: Mapping[str, np.ndarray],
     cutoffs: Sequence[datetime],
     rule: PromotionRule,
-    initial: str = "online",
+    initial: str = ENSEMBLE,
     *,
     examples: Mapping[int, int] | None = None,
     has_oracle: bool = False,
@@ -705,7 +710,7 @@ def nightly_figures(
         for model in MODELS:
             err = rows[f"err_{model}"]
             figures = _figures(err[scored])
-            if model in ("river_batch", "lightgbm") and figures["predicted"] == 0:
+            if model in (*RETRAINED, ENSEMBLE) and figures["predicted"] == 0:
                 figures = {key: (0 if key in ("n", "predicted") else None) for key in figures}
             record: dict[str, Any] = {
                 "cutoff": cutoff.isoformat(),
@@ -713,9 +718,7 @@ def nightly_figures(
                 "model": model,
                 "warmup": k < warmup,
                 "served": decisions[k].serving == model,
-                "snapshot_examples": (examples or {}).get(k)
-                if model in ("river_batch", "lightgbm")
-                else None,
+                "snapshot_examples": (examples or {}).get(k) if model in RETRAINED else None,
                 **figures,
                 "top1_regret": _regret(rows[f"cost_{model}"][night], rows["cost_best"][night])
                 if has_oracle
@@ -757,7 +760,10 @@ def _block(
             "attempts": int(mine["n"].sum()),
         }
     served = frame[frame["served"]]
-    candidates = {m: models[m] for m in CANDIDATES if models[m]["within_10pct"] is not None}
+    # the single models: the ensemble is measured against each of them, not counted as one
+    candidates = {
+        m: models[m] for m in CANDIDATES if m != ENSEMBLE and models[m]["within_10pct"] is not None
+    }
     best = max(candidates, key=lambda m: candidates[m]["within_10pct"]) if candidates else None
     scored = frame[frame["model"].isin(CANDIDATES) & (frame["predicted"] > 0)]
     hindsight = scored.groupby("day")["within_10pct"].max()

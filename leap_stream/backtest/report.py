@@ -457,12 +457,14 @@ _NIGHTLY_LABELS = {
     "online": "online model",
     "river_batch": "river, batch retrain",
     "lightgbm": "LightGBM, batch retrain",
+    "ensemble": "ensemble (mean of the three)",
     "lookup": "lookup table",
 }
 _NIGHTLY_STYLE = {
     "online": (MODEL_COLOR, "-"),
     "river_batch": ("#2ca02c", "-"),
     "lightgbm": ("#9467bd", "-"),
+    "ensemble": ("#8c564b", "-"),
     "lookup": (LOOKUP_COLOR, "--"),
 }
 _NIGHTLY_CAPTION = (

@@ -13,6 +13,8 @@ online model is scored just before it learns the example (prequentially, as at s
 with the completions learned in between: a small edge for the incumbent, which keeps the rule
 conservative). A nightly model is scored only on examples that completed at or after its cutoff:
 never on what it was trained on. Out-of-memory examples teach no throughput and are not scored.
+Once a nightly model is scored, so is the ensemble (``ensemble``,
+:class:`~leap_stream.core.ensemble.Ensemble`): the mean of the scored models' predictions.
 
 >>> import math
 >>> from leap_stream.core.catalog import default_catalog
@@ -37,8 +39,8 @@ never on what it was trained on. Out-of-memory examples teach no throughput and 
 ...             "event_time": start + timedelta(days=day), "out_of_memory": False}
 >>> [board.learn_one(example(0), online) for _ in range(3)]  # day 1: scored, nothing decided
 [None, None, None]
->>> board.scores[-1][1]
-{'online': (0, 3), 'river_batch': (3, 3)}
+>>> board.scores[-1][1]  # the ensemble: the mean of the two, far from both here
+{'online': (0, 3), 'river_batch': (3, 3), 'ensemble': (0, 3)}
 >>> decision = board.learn_one(example(1), online)  # the first example of day 2 decides
 >>> decision.serving, decision.promoted, board.serving
 ('river_batch', True, 'river_batch')
@@ -54,12 +56,13 @@ from typing import Any
 
 import numpy as np
 
+from leap_stream.core.ensemble import ENSEMBLE
 from leap_stream.core.promotion import Decision, PromotionRule, Score
 
 __all__ = ["ONLINE", "Challenger", "ChampionChallenger"]
 
 ONLINE = "online"
-"""The online model's name on the scoreboard: what serves until a challenger is promoted."""
+"""The online model's name on the scoreboard."""
 
 WITHIN = 0.10
 
@@ -81,10 +84,11 @@ class ChampionChallenger:
     rule
         The promotion rule (its ``window_days`` trailing days are kept, and no more).
     serving
-        Who serves at first.
+        Who serves at first: the ensemble (the online model alone until a nightly model is
+        there), which beat every single model on the nights measured (docs/nightly.md).
     """
 
-    def __init__(self, rule: PromotionRule | None = None, serving: str = ONLINE) -> None:
+    def __init__(self, rule: PromotionRule | None = None, serving: str = ENSEMBLE) -> None:
         self.rule = rule or PromotionRule()
         self.serving = serving
         self.challengers: dict[str, Challenger] = {}
@@ -112,24 +116,27 @@ class ChampionChallenger:
         if not self.scores or day > self.scores[-1][0]:
             self.scores.append((day, {}))
             del self.scores[: -(self.rule.window_days + 1)]
-        today = self.scores[-1][1]
+        position = online.encoder.hw.index.get(example["hardware_type"])
+        if position is None:
+            return decision
+        at = np.array([position])
         now_ms = when.timestamp() * 1000.0
-        self._score(today, ONLINE, online, example)
+        models = {ONLINE: online}
         for name, challenger in self.challengers.items():
             if now_ms >= challenger.cutoff_ms:
-                self._score(today, name, challenger.model, example)
+                models[name] = challenger.model
+        predicted = {
+            name: float(model.predict_many(model.encoder.job(example["job"]), at)[0])
+            for name, model in models.items()
+        }
+        if len(predicted) > 1:  # the ensemble of what is scored (as Ensemble predicts)
+            predicted[ENSEMBLE] = sum(predicted.values()) / len(predicted)
+        today = self.scores[-1][1]
+        for name, value in predicted.items():
+            hit = abs(math.exp(value - example["target"]) - 1.0) <= WITHIN
+            within, scored = today.get(name, (0, 0))
+            today[name] = (within + int(hit), scored + 1)
         return decision
-
-    @staticmethod
-    def _score(today: dict[str, Score], name: str, model: Any, example: Mapping[str, Any]) -> None:
-        encoder = model.encoder
-        position = encoder.hw.index.get(example["hardware_type"])
-        if position is None:
-            return
-        predicted = model.predict_many(encoder.job(example["job"]), np.array([position]))[0]
-        hit = abs(math.exp(predicted - example["target"]) - 1.0) <= WITHIN
-        within, scored = today.get(name, (0, 0))
-        today[name] = (within + int(hit), scored + 1)
 
     def state(self) -> dict[str, Any]:
         """The record to resume from (the challengers' models travel on their own)."""

@@ -69,6 +69,7 @@ from confluent_kafka import (
 from leap_stream.core import LeapCore
 from leap_stream.core.catalog import Catalog, default_catalog, load_catalog
 from leap_stream.core.champion import ONLINE, ChampionChallenger
+from leap_stream.core.ensemble import ENSEMBLE, Ensemble
 from leap_stream.data.codec import CodecError, default_codec
 from leap_stream.data.history import check_events
 from leap_stream.streaming.order import FIRST, EventTimeMerge
@@ -152,7 +153,7 @@ class Worker:
         # model the newest ServingDecision names, among the nightly models it has loaded
         self.board = None if self.learner is None else ChampionChallenger(settings.promotion_rule)
         self.nightly: dict[str, tuple[Any, str]] = {}  # name -> (model, version)
-        self.serving = ONLINE
+        self.serving = ENSEMBLE  # as the scoreboard starts (ChampionChallenger)
         self._decisions: list[dict[str, Any]] = []  # taken, not yet published
         self.codec = default_codec()
         self.metrics = ServiceMetrics()
@@ -597,7 +598,12 @@ class Worker:
             log.warning("models topic: ignoring a record with unknown key %r", key)
 
     def _ranker(self) -> LeapCore:
-        """The core that ranks: the online one, or one ranking with the serving nightly model."""
+        """The core that ranks: the online one, or one ranking with the serving nightly model
+        or the ensemble of the online model and the nightly models loaded here."""
+        if self.serving == ENSEMBLE and self.nightly:
+            versions = "+".join([self.core.model_version, *(v for _, v in self.nightly.values())])
+            members = [self.core.model, *(model for model, _ in self.nightly.values())]
+            return self.core.with_model(Ensemble(members), f"{ENSEMBLE}:{versions}")
         chosen = self.nightly.get(self.serving)
         if self.serving == ONLINE or chosen is None:  # not (yet) loaded here: online ranks
             return self.core

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from leap_stream import cli
 from leap_stream.backtest.nightly import (
+    CANDIDATES,
     MODELS,
     NIGHTLY_FILE,
     NightlyOptions,
@@ -36,6 +37,7 @@ from leap_stream.backtest.replay import replay
 from leap_stream.backtest.retrain import replay_snapshots
 from leap_stream.core.batch import TrainingSet
 from leap_stream.core.catalog import Catalog
+from leap_stream.core.ensemble import ENSEMBLE
 from leap_stream.core.promotion import PromotionRule
 from leap_stream.data.fleet import FleetConfig
 
@@ -135,7 +137,7 @@ def test_every_model_is_scored_on_the_same_attempts_each_night(
     for day, rows in table.groupby("day"):
         assert rows["n"].nunique() == 1 and rows["n"].iloc[0] > 100
         online = rows[rows["model"] == "online"].iloc[0]
-        for model in ("online", "river_batch", "lightgbm"):
+        for model in ("online", "river_batch", "lightgbm", ENSEMBLE):
             assert rows[rows["model"] == model]["predicted"].iloc[0] == online["n"]
         assert rows[rows["model"] == "lookup"]["predicted"].iloc[0] < online["n"]
         # the online model's row is the replay's own figure for that day
@@ -151,9 +153,11 @@ def test_every_model_is_scored_on_the_same_attempts_each_night(
             .sum()
             == online["n"]
         )
-    # two models scored on the same attempts but not the same model
-    lightgbm = table[table["model"] == "lightgbm"]["mape"].to_numpy()
-    assert not np.allclose(lightgbm, table[table["model"] == "online"]["mape"].to_numpy())
+    # models scored on the same attempts but not the same model: the ensemble is none of its
+    # members
+    mape = {m: table[table["model"] == m]["mape"].to_numpy() for m in CANDIDATES}
+    assert not np.allclose(mape["lightgbm"], mape["online"])
+    assert all(not np.allclose(mape[ENSEMBLE], mape[m]) for m in CANDIDATES if m != ENSEMBLE)
 
 
 def test_the_summary_block_is_the_nights_means_and_what_served(
@@ -236,9 +240,27 @@ def test_the_rule_reads_only_what_had_completed_by_midnight() -> None:
     # at night 2 with two days: 4 + 2 attempts known, lightgbm right on 4, online on 2
     assert served == ["online", "online", "lightgbm"]
     dates = [datetime.fromtimestamp(c / 1000.0, UTC) for c in cutoffs]
-    frame, block = nightly_figures(rows, dates, rule)
+    frame, block = nightly_figures(rows, dates, rule, initial="online")
     assert frame[frame["served"]]["model"].tolist() == served
-    assert block["served"]["nights"] == {"online": 2, "river_batch": 0, "lightgbm": 1}
+    assert block["served"]["nights"] == {"online": 2, "river_batch": 0, "lightgbm": 1, ENSEMBLE: 0}
+
+
+def test_the_ensemble_serves_first_and_is_measured_against_the_single_models() -> None:
+    day = 86_400_000.0
+    cutoffs = [0.0, day]
+    nights, done = [0] * 4 + [1] * 4, [0.5 * day] * 4 + [1.5 * day] * 4
+    rows = _rows(nights, done, online=[0.5, 0.0, 0.5, 0.5] * 2, boosted=[0.0, 0.5, 0.5, 0.5] * 2)
+    rows[f"err_{ENSEMBLE}"] = np.array([0.0, 0.0, 0.5, 0.0] * 2, dtype=np.float32)
+    dates = [datetime.fromtimestamp(c / 1000.0, UTC) for c in cutoffs]
+    frame, block = nightly_figures(rows, dates, PromotionRule(min_attempts=3))
+    assert frame[frame["served"]]["model"].tolist() == [ENSEMBLE, ENSEMBLE]
+    served = block["served"]
+    # three of four within 10% against one of four for each single model
+    assert served["within_10pct"] == pytest.approx(0.75)
+    assert served["best_single_model"] != ENSEMBLE
+    assert served["best_single_within_10pct"] == pytest.approx(0.25)
+    assert served["points_vs_best_single"] == pytest.approx(50.0)
+    assert block["rule"]["initial"] == ENSEMBLE
 
 
 def test_the_process_pool_gives_the_same_nights(

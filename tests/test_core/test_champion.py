@@ -10,6 +10,7 @@ import pytest
 
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.champion import ONLINE, ChampionChallenger
+from leap_stream.core.ensemble import ENSEMBLE
 from leap_stream.core.features import FeatureEncoder
 from leap_stream.core.hardware import HardwareArrays
 from leap_stream.core.model import ThroughputModel
@@ -59,13 +60,27 @@ def test_a_challenger_that_predicts_better_serves_from_the_next_day(encoder) -> 
     board.add_challenger("lightgbm", _trained(encoder, THROUGHPUT), _ms(0), "lightgbm-v1")
     decisions = [board.learn_one(_example(h), online) for h in range(0, 24, 2)]
     assert decisions == [None] * 12  # no day has closed yet
-    assert board.serving == ONLINE
-    assert board.scores[-1][1] == {"online": (0, 12), "lightgbm": (12, 12)}
+    assert board.serving == ENSEMBLE  # the incumbent: the online model alone until a nightly
+    # the ensemble predicts 1.5 ** 0.5 = 1.22 times the throughput: a miss too
+    assert board.scores[-1][1] == {"online": (0, 12), "lightgbm": (12, 12), ENSEMBLE: (0, 12)}
     decision = board.learn_one(_example(24), online)
     assert decision is not None and decision.promoted
     assert (decision.serving, board.serving) == ("lightgbm", "lightgbm")
-    assert decision.shares == {"lightgbm": 1.0, "online": 0.0}
-    assert board.scores[-1][1] == {"online": (0, 1), "lightgbm": (1, 1)}  # day 2 opened
+    assert decision.shares == {"lightgbm": 1.0, "online": 0.0, ENSEMBLE: 0.0}
+    assert board.scores[-1][1] == {"online": (0, 1), "lightgbm": (1, 1), ENSEMBLE: (0, 1)}
+
+
+def test_the_ensemble_is_scored_on_the_mean_prediction_and_can_serve(encoder) -> None:
+    rule = PromotionRule(margin=0.05, window_days=1, min_attempts=10)
+    board = ChampionChallenger(rule, serving=ONLINE)
+    online = _trained(encoder, THROUGHPUT * 1.15)  # 15% over
+    board.add_challenger("lightgbm", _trained(encoder, THROUGHPUT / 1.15), _ms(0))  # 13% under
+    for h in range(12):
+        board.learn_one(_example(h), online)
+    # each misses by more than 10%; the mean of their log predictions is the throughput
+    assert board.scores[-1][1] == {"online": (0, 12), "lightgbm": (0, 12), ENSEMBLE: (12, 12)}
+    decision = board.learn_one(_example(24), online)
+    assert decision is not None and (decision.serving, board.serving) == (ENSEMBLE, ENSEMBLE)
 
 
 def test_no_change_on_fewer_attempts_than_the_rule_asks(encoder) -> None:
@@ -76,7 +91,7 @@ def test_no_change_on_fewer_attempts_than_the_rule_asks(encoder) -> None:
         board.learn_one(_example(h), online)
     decision = board.learn_one(_example(30), online)
     assert decision is not None and not decision.promoted
-    assert board.serving == ONLINE and "10 attempts" in decision.reason
+    assert board.serving == ENSEMBLE and "10 attempts" in decision.reason
 
 
 def test_a_challenger_is_never_scored_on_completions_before_its_cutoff(encoder) -> None:
@@ -85,7 +100,8 @@ def test_a_challenger_is_never_scored_on_completions_before_its_cutoff(encoder) 
     board.add_challenger("river_batch", _trained(encoder, THROUGHPUT), _ms(5))
     for h in range(8):
         board.learn_one(_example(h), online)
-    assert board.scores[-1][1] == {"online": (8, 8), "river_batch": (3, 3)}  # hours 5, 6, 7
+    # hours 5, 6, 7 (and the ensemble from then on too)
+    assert board.scores[-1][1] == {"online": (8, 8), "river_batch": (3, 3), ENSEMBLE: (3, 3)}
 
 
 def test_out_of_memory_and_unknown_hardware_are_not_scored(encoder) -> None:

@@ -126,7 +126,9 @@ def test_the_worker_promotes_a_better_nightly_model_and_ranks_with_it(
     assert first["window_shares"]["river_batch"] > first["window_shares"]["online"] + 0.01
     assert [d["promoted"] for d in decisions[1:]] == [False] * (len(decisions) - 1)
     versions = [rankings[job]["model_version"] for job in jobs]
-    assert versions[0] == "online-0"  # the online model ranks until the first decision
+    # the incumbent ensemble (the online model and the published one) ranks until the first
+    # decision promotes the nightly model alone
+    assert versions[0] == f"ensemble:online-0+{record['model_version']}"
     assert set(versions[-100:]) == {record["model_version"]}  # then the nightly model
     shown = CliRunner().invoke(
         app, ["models", "--bootstrap", kafka_bootstrap, "--topic-prefix", topics.prefix]

@@ -119,6 +119,11 @@ class _Input:
     error: tuple[str, str] | None = None  # (error type, reason)
 
 
+def _ensemble_version(online: str, nightly: list[str]) -> str:
+    """How rankings and decisions name the ensemble: its members' versions, online first."""
+    return f"{ENSEMBLE}:" + "+".join([online, *nightly])
+
+
 class Worker:
     """One stream worker (see the module docstring). ``run`` until ``stop`` is set.
 
@@ -601,9 +606,11 @@ class Worker:
         """The core that ranks: the online one, or one ranking with the serving nightly model
         or the ensemble of the online model and the nightly models loaded here."""
         if self.serving == ENSEMBLE and self.nightly:
-            versions = "+".join([self.core.model_version, *(v for _, v in self.nightly.values())])
             members = [self.core.model, *(model for model, _ in self.nightly.values())]
-            return self.core.with_model(Ensemble(members), f"{ENSEMBLE}:{versions}")
+            version = _ensemble_version(
+                self.core.model_version, [v for _, v in self.nightly.values()]
+            )
+            return self.core.with_model(Ensemble(members), version)
         chosen = self.nightly.get(self.serving)
         if self.serving == ONLINE or chosen is None:  # not (yet) loaded here: online ranks
             return self.core
@@ -618,6 +625,9 @@ class Worker:
             return
         serving = self.board.challengers.get(decision.serving)
         version = self.learner.model_version if serving is None else serving.version
+        if decision.serving == ENSEMBLE and self.board.challengers:
+            nightly = [c.version for c in self.board.challengers.values()]
+            version = _ensemble_version(self.learner.model_version, nightly)
         day = example["event_time"].date()
         self._decisions.append(decision_record(decision, day=day, version=version))
 

@@ -50,3 +50,16 @@ def test_the_worker_ranks_with_the_ensemble_of_its_online_and_nightly_models() -
 def test_without_a_nightly_model_the_ensemble_is_the_online_model() -> None:
     worker = Worker(ServiceSettings(bootstrap="127.0.0.1:1", web_port=None))
     assert worker.serving == ENSEMBLE and _h100(worker, "a")[0] == "online-0"
+
+
+def test_a_decision_for_the_ensemble_names_its_members_versions() -> None:
+    worker = Worker(ServiceSettings(bootstrap="127.0.0.1:1", web_port=None))
+    assert worker.board is not None  # an inline worker learns, so it keeps the scoreboard
+    worker.board.add_challenger("lightgbm", _nightly_model(4_000.0), 0.0, "lightgbm-v1")
+    example = {"job": submitted_event("x", "x", hours(0)), "hardware_type": "H100-SXM",
+               "target": 8.0, "out_of_memory": False}  # fmt: skip
+    for h in (1, 2, 30):  # two examples on the first day, then the next day's first decides
+        worker._score({**example, "event_time": hours(h)})
+    (decision,) = worker._decisions
+    assert decision["serving"] == ENSEMBLE  # 2 attempts: too few for any change
+    assert decision["serving_version"] == "ensemble:online-0+lightgbm-v1"

@@ -3,9 +3,9 @@
 The online model and a nightly retrain miss in partly different places: the online model has
 learned the latest completions, LightGBM the interactions a linear model cannot hold, and a
 multi-pass river fit is closer to convergence. Their mean misses less than any of them, and a
-ranking that reads fewer errors picks the winner's curse less often (docs/nightly.md: on the
-last 30 nights of two 60-day fleets, within 10% 0.6 points above the best single model, and the
-lowest top-1 regret).
+ranking that reads smaller errors is less often won by a candidate whose error flatters it
+(docs/nightly.md: on the last 30 nights of two 60-day fleets, 0.6 points more within 10% than
+the best single model, and the lowest top-1 regret of them all).
 
 The first member leads: its ``encoder`` encodes the jobs, and its counts of what it has seen
 (``seen``, ``family_seen``) decide cold starts and the ranking's risk charge. Members are read,

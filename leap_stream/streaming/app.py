@@ -34,8 +34,9 @@ offsets with the state and model of that same commit. Consumers of the output to
   nightly model on every learn example (:class:`~leap_stream.core.champion.ChampionChallenger`)
   and, at the first completion of each new day, applies the promotion rule and publishes its
   ServingDecision (key ``serving``); every worker ranks with the model it names, sharing the
-  online core's priors and state. Until a decision names a nightly model that the worker has,
-  the online model ranks.
+  online core's priors and state. Until a decision names another, the ensemble ranks: the mean
+  of the online model and the nightly models the worker has (the online model alone before
+  any). A named nightly model the worker does not have (yet): the online model ranks.
 - **Bad input** (undecodable bytes, an unknown schema, a record of the wrong type for its
   topic, a record that breaks the contract) goes to ``leap.dlq`` with its topic, partition,
   offset, key, bytes and the reason; processing goes on.

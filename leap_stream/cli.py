@@ -571,7 +571,8 @@ def replay_command(
             "--nightly",
             help="Also retrain batch models (river, LightGBM) at each of the last --nights day "
             "boundaries and score each night's on the next day's attempts beside the online "
-            "model and the lookup table; play the champion/challenger rule (docs/nightly.md). "
+            "model, the ensemble of the three and the lookup table; play the "
+            "champion/challenger rule, the ensemble serving first (docs/nightly.md). "
             "Writes nightly.csv.",
         ),
     ] = False,

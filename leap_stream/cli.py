@@ -80,6 +80,16 @@ OracleOption = Annotated[
         dir_okay=False,
     ),
 ]
+TrainDaysOption = Annotated[
+    float | None,
+    typer.Option(
+        "--train-days",
+        min=0.01,
+        metavar="DAYS",
+        help="Train the batch models on the completions of the last DAYS days before the "
+        "cutoff only (default: all): bounds a retrain's cost on a long, busy history.",
+    ),
+]
 
 
 @contextmanager
@@ -391,11 +401,11 @@ def _generate(
     console.print(_fleet_table(stats, out, time.perf_counter() - began))
 
 
-def _nightly_options(nights: int, warmup: int | None) -> Any:
+def _nightly_options(nights: int, warmup: int | None, train_days: float | None) -> Any:
     """replay --nightly's options."""
     from leap_stream.backtest.nightly import NightlyOptions
 
-    return NightlyOptions(nights=nights, warmup=warmup)
+    return NightlyOptions(nights=nights, warmup=warmup, train_days=train_days)
 
 
 def _replay(
@@ -589,6 +599,7 @@ def replay_command(
             "champion/challenger rule to read (default: the rule's window, 3).",
         ),
     ] = None,
+    train_days: TrainDaysOption = None,
     pick_feedback: Annotated[
         bool,
         typer.Option(
@@ -618,8 +629,8 @@ def replay_command(
         problem = "--holdout-hardware needs the in-process core, not --via-kafka"
     elif unknown := [name for name in held if name not in resolved.names]:
         problem = f"--holdout-hardware: not in the catalog: {', '.join(unknown)}"
-    elif (nights is not None or warmup_nights is not None) and not nightly:
-        problem = "--nights and --warmup-nights need --nightly"
+    elif (nights, warmup_nights, train_days) != (None, None, None) and not nightly:
+        problem = "--nights, --warmup-nights and --train-days need --nightly"
     elif nightly and (held or via_kafka is not None):
         problem = "--nightly needs the in-process core learning every completion"
     if problem:
@@ -640,7 +651,7 @@ def replay_command(
         held,
         holdout_first,
         lineage_half_life,
-        _nightly_options(nights or NIGHTS, warmup_nights) if nightly else None,
+        _nightly_options(nights or NIGHTS, warmup_nights, train_days) if nightly else None,
         pick_feedback,
     )
 
@@ -664,6 +675,7 @@ def retrain_command(
         int | None,
         typer.Option("--passes", min=1, help="Passes of the river model over the snapshot."),
     ] = None,
+    train_days: TrainDaysOption = None,
     catalog: CatalogOption = None,
     lineage_half_life: LineageHalfLife = HALF_LIFE_DAYS,
 ) -> None:
@@ -687,6 +699,7 @@ def retrain_command(
             out,
             resolved,
             passes=passes or RIVER_PASSES,
+            train_days=train_days,
             lineage_half_life_days=lineage_half_life,
         )
     table = Table(title=f"batch models written to {out}", show_header=False)
@@ -697,6 +710,8 @@ def retrain_command(
     table.add_row("last completion", str(data["last_completion"]))
     table.add_row("models", ", ".join(manifest["models"]))
     table.add_row("river passes", str(manifest["settings"]["river_passes"]))
+    if train_days is not None:
+        table.add_row("trained on the last", f"{train_days:g} days")
     table.add_row("libraries", ", ".join(f"{k} {v}" for k, v in manifest["libraries"].items()))
     table.add_row("payload sha256", manifest["payload"]["sha256"])
     table.add_row("seconds", f"{time.perf_counter() - began:.1f}")

@@ -120,6 +120,10 @@ class NightlyOptions:
         mean; flagged in ``nightly.csv``. Default: the rule's window.
     boosted_params, boosted_rounds
         The LightGBM challenger's settings.
+    train_days
+        Train each night on the completions of its last ``train_days`` days only (None: every
+        completion so far). Bounds a night's cost on a long, busy history; the river model
+        still starts from the online model, which has seen everything once.
     """
 
     nights: int = 30
@@ -130,10 +134,13 @@ class NightlyOptions:
     warmup: int | None = None
     boosted_params: Mapping[str, Any] = field(default_factory=lambda: dict(BOOSTED_PARAMS))
     boosted_rounds: int = BOOSTED_ROUNDS
+    train_days: float | None = None
 
     def __post_init__(self) -> None:
         if self.nights < 1:
             raise ValueError(f"nights must be >= 1, got {self.nights}")
+        if self.train_days is not None and not self.train_days > 0:
+            raise ValueError(f"train_days must be > 0, got {self.train_days}")
         if self.initial not in CANDIDATES:
             raise ValueError(f"initial must be one of {', '.join(CANDIDATES)}, not {self.initial}")
         if self.warmup is not None and self.warmup < 0:
@@ -201,6 +208,7 @@ class NightTask:
     passes: int
     boosted_params: dict[str, Any]
     boosted_rounds: int
+    train_days: float | None = None
 
 
 @dataclass(slots=True)
@@ -222,15 +230,17 @@ def train_night(task: NightTask) -> NightResult:
     """Train one night's batch models on its snapshot (the process pool's task)."""
     began = time.perf_counter()
     parts = [pickle.loads(Path(path).read_bytes()) for path in task.chunks]
-    training = TrainingSet.concat(parts)
-    if len(training) and not training.time_ms.max() < task.cutoff_ms:
+    snapshot = TrainingSet.concat(parts)
+    training = snapshot.window(task.cutoff_ms, task.train_days)
+    if len(snapshot) and not snapshot.time_ms.max() < task.cutoff_ms:
         raise RuntimeError(f"night {task.index}: the snapshot holds a completion after its cutoff")
     online = pickle.loads(Path(task.online).read_bytes())
     learned, probe = online.learned, probe_predictions(online)
     models = train_snapshot(
-        training,
+        snapshot,
         online.encoder,
         online=online,
+        recent=training,
         passes=task.passes,
         boosted_params=task.boosted_params,
         boosted_rounds=task.boosted_rounds,
@@ -381,6 +391,7 @@ class NightlyRun:
             passes=self.options.passes,
             boosted_params=dict(self.options.boosted_params),
             boosted_rounds=self.options.boosted_rounds,
+            train_days=self.options.train_days,
         )
         self.futures[k] = self._executor.submit(train_night, task)
 
@@ -441,6 +452,7 @@ class NightlyRun:
             "last_day": self.cutoffs[-1].date().isoformat(),
             "river_passes": self.options.passes,
             "boosted_rounds": self.options.boosted_rounds,
+            "train_days": self.options.train_days,
             "workers": self.workers,
             "seconds": {
                 "total": round(time.perf_counter() - self.began, 1),

@@ -197,17 +197,20 @@ def train_snapshot(
     passes: int = RIVER_PASSES,
     boosted_params: Mapping[str, Any] | None = None,
     boosted_rounds: int = BOOSTED_ROUNDS,
+    recent: TrainingSet | None = None,
 ) -> dict[str, Any]:
     """The batch models of one snapshot, by name (:data:`MODELS`); none of an empty one.
 
     ``online``, the online model at the cutoff, saves the river model's first pass (it is that
-    pass); it is updated in place.
+    pass); it is updated in place. ``recent``, a window of the snapshot's latest days
+    (:meth:`TrainingSet.window`), is all LightGBM and the river model's later passes learn.
     """
-    if len(training) == 0:
+    if len(training) == 0 or (recent is not None and len(recent) == 0):
         return {}
+    boosted_on = training if recent is None else recent
     return {
-        "river_batch": train_river(training, encoder, passes, start=online),
-        "lightgbm": train_boosted(training, encoder, boosted_params, boosted_rounds),
+        "river_batch": train_river(training, encoder, passes, start=online, later=recent),
+        "lightgbm": train_boosted(boosted_on, encoder, boosted_params, boosted_rounds),
     }
 
 
@@ -386,12 +389,14 @@ def retrain(
     catalog: Catalog,
     *,
     passes: int = RIVER_PASSES,
+    train_days: float | None = None,
     lineage_half_life_days: float = HALF_LIFE_DAYS,
     batch_rows: int = 65_536,
     strict: bool = False,
     on_event: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Train the batch models on every completion of ``history`` before ``until``; save them.
+    """Train the batch models on every completion of ``history`` before ``until`` (only those
+    of its last ``train_days`` days, when set); save them.
 
     Returns the manifest written to ``out_dir`` (see the module docstring).
     """
@@ -404,12 +409,17 @@ def retrain(
         strict=strict,
         on_event=on_event,
     )
-    if len(snapshot.examples) == 0:
-        raise ValueError(f"{history}: no succeeded completion before {until.isoformat()}")
+    training = snapshot.examples.window(until.timestamp() * 1000.0, train_days)
+    if len(training) == 0:
+        within = "" if train_days is None else f" in the {train_days:g} days"
+        raise ValueError(f"{history}: no succeeded completion{within} before {until.isoformat()}")
     online = pickle.loads(snapshot.online)
-    models = train_snapshot(snapshot.examples, online.encoder, online=online, passes=passes)
+    models = train_snapshot(
+        snapshot.examples, online.encoder, online=online, passes=passes, recent=training
+    )
     settings = {
         "river_passes": passes,
+        "train_days": train_days,
         "boosted_params": BOOSTED_PARAMS,
         "boosted_rounds": BOOSTED_ROUNDS,
         "lineage_half_life_days": lineage_half_life_days,
@@ -418,7 +428,7 @@ def retrain(
         out_dir,
         models,
         cutoff=until,
-        training=snapshot.examples,
+        training=training,
         encoder=online.encoder,
         settings=settings,
     )

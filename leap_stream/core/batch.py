@@ -89,6 +89,7 @@ BOOSTED_PARAMS: dict[str, Any] = {
     "verbose": -1,
 }
 BOOSTED_ROUNDS = 500
+_DAY_MS = 86_400_000.0
 # Predictions cached per job configuration (all catalog types each) before the cache is reset.
 _CACHE_LIMIT = 50_000
 # Jobs whose features and predictions :func:`feature_fingerprint` and :func:`probe_predictions`
@@ -165,6 +166,24 @@ class TrainingSet:
     def before(self, cutoff_ms: float) -> TrainingSet:
         """The examples that completed strictly before ``cutoff_ms``."""
         keep = self.time_ms < cutoff_ms
+        return TrainingSet(
+            self.configs, self.config[keep], self.position[keep], self.target[keep],
+            self.time_ms[keep],
+        )  # fmt: skip
+
+    def window(self, end_ms: float, days: float | None) -> TrainingSet:
+        """The examples of the ``days`` before ``end_ms`` (None: all of them).
+
+        >>> import numpy as np
+        >>> day = 86_400_000.0
+        >>> examples = TrainingSet([{}], np.zeros(3, int), np.zeros(3, int), np.zeros(3),
+        ...     np.array([0.0, 5 * day, 9 * day]))
+        >>> len(examples.window(10 * day, 7)), len(examples.window(10 * day, None))
+        (2, 3)
+        """
+        if days is None:
+            return self
+        keep = self.time_ms >= end_ms - days * _DAY_MS
         return TrainingSet(
             self.configs, self.config[keep], self.position[keep], self.target[keep],
             self.time_ms[keep],
@@ -251,6 +270,7 @@ def train_river(
     encoder: FeatureEncoder,
     passes: int = RIVER_PASSES,
     start: ThroughputModel | None = None,
+    later: TrainingSet | None = None,
 ) -> ThroughputModel:
     """The online model's class folded over ``training`` in time order, ``passes`` times.
 
@@ -265,6 +285,9 @@ def train_river(
     start
         A model that has learned exactly the first pass already: the online model at the
         cutoff. It is updated in place and returned; the result equals a fold from scratch.
+    later
+        The examples the passes after the first go over (default: all of ``training``): a
+        training window of its latest days (:meth:`TrainingSet.window`).
 
     Returns
     -------
@@ -280,11 +303,15 @@ def train_river(
             f"{len(training)}: it is not the first pass over this snapshot"
         )
     model = start if start is not None else ThroughputModel(encoder)
-    jobs = _job_features(model.encoder, training)
-    rows = list(zip(training.config.tolist(), training.position.tolist(),
-                    training.target.tolist(), strict=True))  # fmt: skip
     counts = None
+    folded: TrainingSet | None = None
     for n in range(0 if start is None else 1, passes):
+        examples = training if n == 0 or later is None else later
+        if examples is not folded:
+            jobs = _job_features(model.encoder, examples)
+            rows = list(zip(examples.config.tolist(), examples.position.tolist(),
+                            examples.target.tolist(), strict=True))  # fmt: skip
+            folded = examples
         for config, position, target in rows:
             model.learn_one(jobs[config], position, target)
         if n == 0:

@@ -123,6 +123,32 @@ def test_a_night_refuses_a_snapshot_holding_a_later_completion(
         train_night(task)
 
 
+def test_a_night_with_train_days_trains_on_its_last_days_only(
+    tmp_path: Path, hw_catalog: Catalog, fleet: Path
+) -> None:
+    history = fleet / "history.parquet"
+    cutoff = plan_cutoffs(history, 1)[0]
+    cutoff_ms = cutoff.timestamp() * 1000.0
+    (snapshot,) = replay_snapshots(history, hw_catalog, [cutoff])
+    (tmp_path / "chunk.pkl").write_bytes(pickle.dumps(snapshot.examples))
+    (tmp_path / "online.pkl").write_bytes(snapshot.online)
+    results = {
+        days: train_night(
+            NightTask(0, cutoff_ms, [str(tmp_path / "chunk.pkl")], str(tmp_path / "online.pkl"),
+                      [], 1, {}, 10, train_days=days)
+        )
+        for days in (None, 2.0)
+    }  # fmt: skip
+    assert results[None].examples == _succeeded_before(history, cutoff_ms)
+    assert results[2.0].examples == _succeeded_before(
+        history, cutoff_ms, after_ms=cutoff_ms - 2 * 86_400_000.0
+    )
+    assert 0 < results[2.0].examples < results[None].examples
+    assert results[2.0].first_ms >= cutoff_ms - 2 * 86_400_000.0
+    with pytest.raises(ValueError, match="train_days must be > 0"):
+        NightlyOptions(train_days=0)
+
+
 def test_every_model_is_scored_on_the_same_attempts_each_night(
     nightly: tuple[dict[str, Any], Path],
 ) -> None:
@@ -287,8 +313,9 @@ def test_the_process_pool_gives_the_same_nights(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--nights", "3"], "--nights and --warmup-nights need --nightly"),
-        (["--warmup-nights", "0"], "--nights and --warmup-nights need --nightly"),
+        (["--nights", "3"], "--nights, --warmup-nights and --train-days need --nightly"),
+        (["--warmup-nights", "0"], "--nights, --warmup-nights and --train-days need --nightly"),
+        (["--train-days", "7"], "--nights, --warmup-nights and --train-days need --nightly"),
         (["--nightly", "--holdout-hardware", "H100-SXM"], "--nightly needs the in-process core"),
     ],
 )

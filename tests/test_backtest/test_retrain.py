@@ -9,7 +9,7 @@ import json
 import pickle
 import shutil
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +160,26 @@ def test_another_catalog_or_feature_set_is_refused(
         load_models(saved[0], changed)
 
 
+def test_train_days_trains_on_the_last_days_only(
+    saved: tuple[Path, datetime], fleet: Path, tmp_path: Path
+) -> None:
+    out, cutoff = saved
+    result = CliRunner().invoke(
+        cli.app,
+        ["retrain", str(fleet / "history.parquet"), "--until", cutoff.date().isoformat(),
+         "--out", str(tmp_path / "window"), "--train-days", "1.5"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    window = json.loads((tmp_path / "window" / MANIFEST_FILE).read_text())
+    full = json.loads((out / MANIFEST_FILE).read_text())
+    first = datetime.fromisoformat(window["data"]["first_completion"])
+    assert first >= cutoff - timedelta(days=1.5)
+    assert datetime.fromisoformat(full["data"]["first_completion"]) < cutoff - timedelta(days=2)
+    assert 0 < window["data"]["examples"] < full["data"]["examples"]
+    assert window["settings"]["train_days"] == 1.5 and full["settings"]["train_days"] is None
+    assert window["probe"] != full["probe"]  # other data, other models
+
+
 def test_retrain_refuses_a_cutoff_before_any_completion(fleet: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(
         cli.app,
@@ -168,6 +188,13 @@ def test_retrain_refuses_a_cutoff_before_any_completion(fleet: Path, tmp_path: P
     )  # fmt: skip
     assert result.exit_code == 2
     assert "no succeeded completion before 2000-01-01" in result.output
+    result = CliRunner().invoke(
+        cli.app,
+        ["retrain", str(fleet / "history.parquet"), "--until", "2000-01-01", "--train-days",
+         "3", "--out", str(tmp_path / "none")],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "no succeeded completion in the 3 days before 2000-01-01" in result.output
     result = CliRunner().invoke(
         cli.app, ["retrain", str(fleet / "history.parquet"), "--until", "soon", "--out", "x"]
     )

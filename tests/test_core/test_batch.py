@@ -107,6 +107,23 @@ def test_more_passes_from_the_online_model_equal_more_passes_from_scratch(
         train_river(training, encoder, passes=2, start=ThroughputModel(encoder))
 
 
+def test_later_passes_over_a_window_learn_only_its_examples(encoder: FeatureEncoder) -> None:
+    training = TrainingSet.from_examples(_examples(encoder, 300), encoder.hw.index)
+    end_ms = float(training.time_ms[-1]) + 1.0
+    window = training.window(end_ms, 100 / 1440)  # the last 100 minutes: 100 examples
+    assert len(window) == 100 and window.time_ms.min() >= training.time_ms[200]
+    assert training.window(end_ms, None) is training
+    by_hand = train_river(training, encoder, passes=1)
+    rows = zip(window.config, window.position, window.target, strict=True)
+    for config, position, target in rows:
+        by_hand.learn_one(encoder.job(window.configs[config]), int(position), float(target))
+    windowed = train_river(training, encoder, passes=2, later=window)
+    np.testing.assert_array_equal(_predictions(windowed, encoder), _predictions(by_hand, encoder))
+    everything = train_river(training, encoder, passes=2)
+    assert not np.array_equal(_predictions(windowed, encoder), _predictions(everything, encoder))
+    assert windowed.learned == len(training)  # what it has seen once: every example
+
+
 def test_boosted_model_learns_and_reads_like_a_throughput_model(encoder: FeatureEncoder) -> None:
     examples = _examples(encoder, 1500)
     training = TrainingSet.from_examples(examples, encoder.hw.index)

@@ -126,8 +126,10 @@ def replay_snapshots(
     """Replay ``history`` through an online core and hand out a :class:`Snapshot` per cutoff.
 
     The core sees the events as the replay's does (:func:`leap_stream.backtest.replay.replay`:
-    submissions ranked, completions joined and learned, idle lineages forgotten at each new
-    submission day), so its learn examples are the replay's. A snapshot is handed out at the
+    submissions remembered, completions joined and learned, idle lineages forgotten at each new
+    submission day), so its model and learn examples are the replay's. The submissions are not
+    ranked (:meth:`LeapCore.remember`): nothing here reads a ranking, and the model learns the
+    same without one. A snapshot is handed out at the
     first event at or after its cutoff (the history is in event-time order): it holds exactly
     the examples completed strictly before it. Reading stops after the last cutoff.
 
@@ -176,7 +178,7 @@ def replay_snapshots(
             if when.date() != day:  # as the replay's session does
                 day = when.date()
                 core.evict_idle_lineages(now)
-            core.on_submitted(event)
+            core.remember(event)  # the model learns as if ranked; the rankings go unused
             if on_submitted is not None:
                 on_submitted(event)
             continue

@@ -250,17 +250,7 @@ class LeapCore:
     ) -> Ranking:
         """Rank the candidates of a JobSubmitted record; remember it for its completion."""
         check = eligibility or self.rules.check(event)
-        n = len(check.names)
-        job = self.model.encoder.job(event)
-        if event.get("candidate_hardware") is None:  # every catalog type: no gather needed
-            known = np.ones(n, dtype=bool)
-            positions = check.positions
-            base = self.model.predict_many(job)
-        else:
-            known = check.positions >= 0
-            positions = np.where(known, check.positions, 0)
-            base = self.model.predict_many(job, positions)
-
+        job, known, positions, base = self._predict(event, check)
         now_ms = _time_ms(event)
         index = self.hw.index if event.get("candidate_hardware") is None else check.index
         state = self.priors.get(event[self._lineage_field])
@@ -268,7 +258,7 @@ class LeapCore:
         view = lineage_view(
             state,
             index,
-            n,
+            len(check.names),
             signature,
             now_ms,
             self._latest_residual(state),
@@ -296,14 +286,7 @@ class LeapCore:
         width = self.intervals.halfwidths(_SOURCES)[code]
         predicted = np.where(known, np.exp(log_pred), np.nan)
 
-        self.pending[event["job_id"]] = {
-            "job": event,
-            "positions": check.positions.tolist(),  # -1: not in the catalog
-            "memory_needed_gb": check.memory_needed_gb,
-            "base": base.tolist(),
-            "log_pred": log_pred.tolist(),
-            "source": code.tolist(),
-        }
+        self._remember(event, check, base, log_pred.tolist(), code.tolist())
         return rank_candidates(
             job_id=event["job_id"],
             lineage_id=event["lineage_id"],
@@ -320,6 +303,51 @@ class LeapCore:
             source=_SOURCE_NAMES[code],
             risk=risk,
         )
+
+    def remember(self, event: dict[str, Any]) -> None:
+        """Remember a JobSubmitted record for its completion without ranking it.
+
+        The model, the lineage priors, the pairwise transfer and the memory risk then learn
+        from its completion exactly as after :meth:`on_submitted`, which they read only the
+        model's submission-time predictions from, at a fraction of the cost: for a pass that
+        needs the model a history teaches, not the rankings (the nightly retrains' snapshots).
+        Only the interval calibration, which scores the ranking's own predictions, learns
+        nothing from these attempts.
+        """
+        check = self.rules.check(event)
+        self._remember(event, check, self._predict(event, check)[3], None, None)
+
+    def _predict(
+        self, event: dict[str, Any], check: Eligibility
+    ) -> tuple[JobFeatures, np.ndarray, np.ndarray, np.ndarray]:
+        """The job's features; which candidates are catalog types, their catalog positions
+        (0 where not) and the model's log-throughput prediction on each."""
+        job = self.model.encoder.job(event)
+        if event.get("candidate_hardware") is None:  # every catalog type: no gather needed
+            known = np.ones(len(check.names), dtype=bool)
+            return job, known, check.positions, self.model.predict_many(job)
+        known = check.positions >= 0
+        positions = np.where(known, check.positions, 0)
+        return job, known, positions, self.model.predict_many(job, positions)
+
+    def _remember(
+        self,
+        event: dict[str, Any],
+        check: Eligibility,
+        base: np.ndarray,
+        log_pred: list[float] | None,
+        source: list[int] | None,
+    ) -> None:
+        """The pending entry :meth:`join` reads (``log_pred`` and ``source``: None if the
+        submission was not ranked)."""
+        self.pending[event["job_id"]] = {
+            "job": event,
+            "positions": check.positions.tolist(),  # -1: not in the catalog
+            "memory_needed_gb": check.memory_needed_gb,
+            "base": base.tolist(),
+            "log_pred": log_pred,
+            "source": source,
+        }
 
     def _memory_risk(
         self,
@@ -461,9 +489,10 @@ class LeapCore:
             base = float(self.model.predict_many(job, np.array([position]))[0])
         else:  # the residual against the submission-time model; and how far off it was
             base = entry["base"][i]
-            source = _SOURCES[entry["source"][i]]
-            abs_residual = abs(log_y - entry["log_pred"][i])
-            predicted = math.exp(entry["log_pred"][i])
+            if entry["log_pred"] is not None:  # (None: remembered without a ranking)
+                source = _SOURCES[entry["source"][i]]
+                abs_residual = abs(log_y - entry["log_pred"][i])
+                predicted = math.exp(entry["log_pred"][i])
 
         lineage = submitted[self._lineage_field]
         now_ms = _time_ms(event)

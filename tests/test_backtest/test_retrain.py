@@ -28,6 +28,7 @@ from leap_stream.backtest.retrain import (
     replay_snapshots,
     train_snapshot,
 )
+from leap_stream.core import LeapCore
 from leap_stream.core.catalog import Catalog
 from leap_stream.data.fleet import FleetConfig
 from leap_stream.data.history import iter_events
@@ -101,6 +102,34 @@ def test_saved_models_load_back_to_the_same_predictions(
                 again.predict_many(again.encoder.job(job)),
                 model.predict_many(model.encoder.job(job)),
             )
+
+
+def test_the_snapshot_holds_the_model_a_ranking_replay_learns(
+    fleet: Path, hw_catalog: Catalog
+) -> None:
+    """The snapshot pass remembers submissions without ranking them: the model must be the one
+    a replay that ranks every submission learns, weight for weight."""
+    cutoff = plan_cutoffs(fleet / "history.parquet", 1)[0]
+    (snapshot,) = replay_snapshots(fleet / "history.parquet", hw_catalog, [cutoff])
+    ranked, day = LeapCore(hw_catalog), None
+    for kind, event in iter_events(fleet / "history.parquet"):
+        if event["event_time"] >= cutoff:
+            break
+        if kind == "submitted":
+            if event["event_time"].date() != day:
+                day = event["event_time"].date()
+                ranked.evict_idle_lineages(event["event_time"].timestamp() * 1000.0)
+            ranked.on_submitted(event)
+        else:
+            ranked.on_completed(event)
+    remembered = pickle.loads(snapshot.online)
+    assert remembered.learned == ranked.model.learned > 0
+    assert remembered.regressor._weights.to_dict() == ranked.model.regressor._weights.to_dict()
+    for job in _jobs(fleet):
+        np.testing.assert_array_equal(
+            remembered.predict_many(remembered.encoder.job(job)),
+            ranked.model.predict_many(ranked.model.encoder.job(job)),
+        )
 
 
 def test_a_changed_payload_is_refused_before_it_is_read(

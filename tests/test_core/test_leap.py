@@ -380,6 +380,28 @@ def test_each_completion_is_learned_again_second_pass_delay_completions_later(
     )
 
 
+def test_a_remembered_submission_teaches_what_a_ranked_one_does_but_the_intervals(
+    hw_catalog: Catalog,
+) -> None:
+    ranked, remembered = LeapCore(hw_catalog), LeapCore(hw_catalog)
+    for i in range(6):
+        submission = _sub(f"a{i}", f"lin{i % 2}", i)
+        ranked.on_submitted(submission)
+        remembered.remember(submission)
+        done = _done(f"a{i}", f"lin{i % 2}", i + 0.5, TWO[i % 2], 100.0 * (i + 1))
+        assert ranked.on_completed(done) and remembered.on_completed(done)
+    assert ranked.model.regressor._weights.to_dict() == (
+        remembered.model.regressor._weights.to_dict()
+    )
+    assert pickle.dumps(ranked.priors) == pickle.dumps(remembered.priors)
+    probe = _sub("probe", "lin0", 9)
+    np.testing.assert_array_equal(
+        ranked.on_submitted(probe).predicted, remembered.on_submitted(probe).predicted
+    )
+    # the calibration scores the ranking's own predictions: there were none to score
+    assert ranked.intervals._learned == 6 and remembered.intervals._learned == 0
+
+
 def test_an_unknown_input_group_is_refused(hw_catalog: Catalog) -> None:
     with pytest.raises(ValueError, match="unknown input group"):
         LeapCore(hw_catalog, without={"priors"})

@@ -9,6 +9,8 @@ passes over the history:
    it and the online model at that moment. Each night is trained in a process pool as soon as
    its next day has been read (:func:`train_night`: the river model refit on the snapshot, the
    LightGBM challenger, and the challenger's predictions for that day's submissions at once).
+   With a pool, this pass runs in a process of its own, alongside the second: it does not rank,
+   so it runs ahead of the replay proper and the nights are trained by the time it needs them.
 2. **Scoring**: the replay proper. At each cutoff it takes that night's models from the pool
    and, on each submission of the next day, ranks a second and a third time: with a shallow copy
    of the online core whose ``model`` is the batch model. The lineage priors, the pairwise
@@ -30,8 +32,10 @@ import multiprocessing
 import os
 import pickle
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -264,6 +268,74 @@ def train_night(task: NightTask) -> NightResult:
     )
 
 
+# -- pass 1: the snapshots, in a process of its own -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _SnapshotPass:
+    """What pass 1 needs (picklable: it runs in a process of its own)."""
+
+    history: Path
+    catalog: Catalog
+    ends: list[datetime]  # the nights' cutoffs, then the end of the last scored day
+    half_life: float
+    batch_rows: int
+    strict: bool
+    work: Path  # where the examples and online models go, one file each per cutoff
+
+    def run(self, put: Callable[[tuple[Any, ...]], None]) -> None:
+        """Replay to the last end, writing each cutoff's files; ``put`` hears of the events
+        read (``("events", n)``), of each night whose next day has been read
+        (``("night", k, configs)``: its files are complete) and of the end (``("done",
+        seconds)``)."""
+        began = time.perf_counter()
+        cutoff_ms = [c.timestamp() * 1000.0 for c in self.ends[:-1]]
+        configs: list[dict[tuple[Any, ...], dict[str, Any]]] = [{} for _ in cutoff_ms]
+
+        def remember(event: dict[str, Any]) -> None:  # the configurations to prime
+            now = event["event_time"].timestamp() * 1000.0
+            k = int(np.searchsorted(cutoff_ms, now, side="right")) - 1
+            if k >= 0 and now < cutoff_ms[k] + _DAY_MS:
+                config = job_config(event)
+                configs[k].setdefault(tuple(config.values()), config)
+
+        snapshots = replay_snapshots(
+            self.history,
+            self.catalog,
+            self.ends,
+            lineage_half_life_days=self.half_life,
+            batch_rows=self.batch_rows,
+            strict=self.strict,
+            on_event=lambda n: put(("events", n)),
+            on_submitted=remember,
+        )
+        for snapshot in snapshots:
+            k = snapshot.index
+            _examples_file(self.work, k).write_bytes(pickle.dumps(snapshot.examples, protocol=5))
+            if k < len(cutoff_ms):
+                _online_file(self.work, k).write_bytes(snapshot.online)
+            if k >= 1:  # night k - 1's next day has been read: it can be trained
+                put(("night", k - 1, list(configs[k - 1].values())))
+                configs[k - 1] = {}
+        put(("done", time.perf_counter() - began))
+
+
+def _examples_file(work: Path, k: int) -> Path:
+    return work / f"examples-{k:03d}.pkl"
+
+
+def _online_file(work: Path, k: int) -> Path:
+    return work / f"online-{k:03d}.pkl"
+
+
+def _run_pass(task: _SnapshotPass, messages: Any) -> None:
+    """Pass 1 in a child process: every outcome, an error included, goes to ``messages``."""
+    try:
+        task.run(messages.put)
+    except BaseException:  # the parent raises it where it waits for a night
+        messages.put(("error", traceback.format_exc()))
+
+
 class _Inline:
     """An executor that runs each task at once in this process (``workers=0``)."""
 
@@ -326,67 +398,84 @@ class NightlyRun:
             TimeElapsedColumn(),
             disable=not progress,
         )
+        self._events_task = self.progress.add_task("pass 1: snapshots", total=None)
         self._nights_task = self.progress.add_task("nights retrained", total=len(self.cutoffs))
         self.seconds = {"snapshots": 0.0, "waiting": 0.0, "training_cpu": 0.0}
+        self._handed = [threading.Event() for _ in self.cutoffs]  # night k is in the pool
+        self._pass: Any = None  # pass 1's process, if it has one
+        self._listener: threading.Thread | None = None
+        self._pass_error: str | None = None
         self.began = time.perf_counter()
         self.tap: NightlyTap | None = None
 
     # -- pass 1 -----------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Replay the history to the end of the last scored day, handing each night to the
-        pool as soon as its next day has been read."""
-        began = time.perf_counter()
-        self.progress.start()
-        events = self.progress.add_task("pass 1: snapshots", total=None)
-        if self.workers == 0:
-            self._executor = _Inline()
-        else:
-            context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
-            self._executor = ProcessPoolExecutor(self.workers, mp_context=context)
-        # one more cutoff, at the end of the last scored day: its submissions prime the last
-        # night's challenger, and reading stops there
-        ends = [*self.cutoffs, self.cutoffs[-1] + timedelta(days=1)]
-        configs: list[dict[tuple[Any, ...], dict[str, Any]]] = [{} for _ in self.cutoffs]
-        chunks: list[str] = []
+        """Start pass 1: the history replayed to the end of the last scored day, each night
+        handed to the pool as soon as its next day has been read.
+
+        With a pool, the pass runs in a process of its own, alongside the replay proper, which
+        waits at each cutoff only for that night's models (:meth:`result`). Without one
+        (``workers=0``), it runs here, to the end, before this returns.
+        """
         work = Path(self._work.name)
-        snapshots = replay_snapshots(
+        task = _SnapshotPass(
             self.history,
             self.catalog,
-            ends,
-            lineage_half_life_days=self.half_life,
-            batch_rows=self.batch_rows,
-            strict=self.strict,
-            on_event=lambda n: self.progress.update(events, completed=n),
-            on_submitted=lambda event: self._remember(event, configs),
+            # one more end, the last scored day's: its submissions prime the last night's
+            # challenger, and reading stops there
+            [*self.cutoffs, self.cutoffs[-1] + timedelta(days=1)],
+            self.half_life,
+            self.batch_rows,
+            self.strict,
+            work,
         )
-        for snapshot in snapshots:
-            k = snapshot.index
-            path = work / f"examples-{k:03d}.pkl"
-            path.write_bytes(pickle.dumps(snapshot.examples, protocol=5))
-            chunks.append(str(path))
-            if k < len(self.cutoffs):
-                (work / f"online-{k:03d}.pkl").write_bytes(snapshot.online)
-            if k >= 1:  # night k - 1's next day has been read: train it
-                self._submit(k - 1, chunks[:k], list(configs[k - 1].values()))
-            self._collect()
-        self.seconds["snapshots"] = time.perf_counter() - began
-        self.progress.update(events, visible=False)
-        self.progress.stop()  # the replay shows its own bar next: one live display at a time
+        if self.workers == 0:
+            self._executor = _Inline()
+            with self.progress:
+                task.run(self._hear)
+            return
+        context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
+        self._executor = ProcessPoolExecutor(self.workers, mp_context=context)
+        messages = context.Queue()
+        self._pass = context.Process(target=_run_pass, args=(task, messages), daemon=True)
+        self._pass.start()
+        self._listener = threading.Thread(target=self._listen, args=(messages,), daemon=True)
+        self._listener.start()
 
-    def _remember(self, event: dict[str, Any], configs: list[dict[tuple, dict]]) -> None:
-        now = event["event_time"].timestamp() * 1000.0
-        k = int(np.searchsorted(self.cutoff_ms, now, side="right")) - 1
-        if k >= 0 and now < self.cutoff_ms[k] + _DAY_MS:
-            config = job_config(event)
-            configs[k].setdefault(tuple(config.values()), config)
+    def _listen(self, messages: Any) -> None:
+        """Hand pass 1's messages on as they come, until it ends."""
+        while True:
+            message = messages.get()
+            self._hear(message)
+            if message[0] in ("done", "error"):
+                return
+
+    def _hear(self, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "events":
+            self.progress.update(self._events_task, completed=message[1])
+        elif kind == "night":
+            k, configs = message[1], message[2]
+            self._submit(k, [str(_examples_file(Path(self._work.name), i)) for i in range(k + 1)],
+                         configs)  # fmt: skip
+            self._handed[k].set()
+            self._collect()
+        else:
+            if kind == "error":
+                self._pass_error = message[1]
+            else:
+                self.seconds["snapshots"] = message[1]
+            self.progress.update(self._events_task, visible=False)
+            for handed in self._handed:  # no more nights will come
+                handed.set()
 
     def _submit(self, k: int, chunks: list[str], configs: list[dict[str, Any]]) -> None:
         task = NightTask(
             index=k,
             cutoff_ms=self.cutoff_ms[k],
             chunks=chunks,
-            online=str(Path(self._work.name) / f"online-{k:03d}.pkl"),
+            online=str(_online_file(Path(self._work.name), k)),
             configs=configs,
             passes=self.options.passes,
             boosted_params=dict(self.options.boosted_params),
@@ -401,10 +490,17 @@ class NightlyRun:
 
     def result(self, k: int) -> NightResult:
         """Night ``k``'s models (waiting for the pool if need be)."""
+        began = time.perf_counter()
+        while not self._handed[k].wait(timeout=0.5):
+            if self._pass is not None and not self._pass.is_alive():
+                self._handed[k].wait(timeout=5.0)  # its last messages may be on their way
+                if not self._handed[k].is_set():
+                    raise RuntimeError(f"pass 1 stopped (exit code {self._pass.exitcode})")
+        if self._pass_error is not None:
+            raise RuntimeError(f"pass 1 failed:\n{self._pass_error}")
         future = self.futures[k]
         if future is None:
             raise RuntimeError(f"night {k} was never handed to the pool (prepare() first)")
-        began = time.perf_counter()
         while True:
             try:
                 result = future.result(timeout=0.5)
@@ -464,8 +560,12 @@ class NightlyRun:
         return block, frame
 
     def close(self) -> None:
-        """Stop the pool and the progress display; delete the snapshot files."""
+        """Stop pass 1, the pool and the progress display; delete the snapshot files."""
         self.progress.stop()
+        if self._pass is not None and self._pass.is_alive():  # the replay stopped early
+            self._pass.terminate()
+        if self._pass is not None:
+            self._pass.join()
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
         self._work.cleanup()

@@ -321,16 +321,22 @@ class _Decisions:
 
 
 def _events_with_progress(
-    history: Path, batch_rows: int, progress: bool, rejects: list[Reject] | None
+    history: Path,
+    batch_rows: int,
+    progress: bool,
+    rejects: list[Reject] | None,
+    bar: Progress | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The history's events, with a progress bar (on ``bar``, beside its own tasks, if given:
+    one live display at a time)."""
     events = iter_events(history, batch_rows, rejects)
     if not progress:
         yield from events
         return
     total = pq.ParquetFile(history).metadata.num_rows if history.suffix == ".parquet" else None
     columns = [TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
-    with Progress(*columns) as bar:
-        task = bar.add_task("replay", total=total)
+    with bar or Progress(*columns) as bar:
+        task = bar.add_task("replaying", total=total)
         for count, item in enumerate(events, 1):
             yield item
             if count % 20_000 == 0:
@@ -594,7 +600,8 @@ def replay(
                 run.prepare()
                 session.tap = run.make_tap(session.core)
                 began = time.perf_counter()  # the replay's own speed, as without
-            events = _events_with_progress(history, batch_rows, progress, rejects)
+            bar = None if run is None else run.progress  # pass 1 may still be running
+            events = _events_with_progress(history, batch_rows, progress, rejects, bar)
             for kind, event, record in _with_rankings(events, rankings):
                 if rejects:  # a batch was just read with broken rows
                     quarantine.drain(rejects)

@@ -341,3 +341,26 @@ def test_a_short_history_gives_up_warmup_nights_before_counted_ones(
         assert (len(run.cutoffs), run.warmup) == (min(nights + warmup, 4), expected)
     finally:
         run.close()
+
+
+def test_a_pass_that_stops_is_reported_where_the_replay_waits(
+    fleet: Path, hw_catalog: Catalog
+) -> None:
+    run = NightlyRun(fleet / "history.parquet", hw_catalog, NightlyOptions(NIGHTS, workers=1))
+    try:
+        run.prepare()  # pass 1 starts in a process of its own
+        run._pass.kill()  # as the kernel's out-of-memory killer would
+        with pytest.raises(RuntimeError, match="pass 1 stopped"):
+            run.result(0)
+    finally:
+        run.close()
+
+
+def test_a_pass_that_fails_hands_its_error_to_the_replay(fleet: Path, hw_catalog: Catalog) -> None:
+    run = NightlyRun(fleet / "history.parquet", hw_catalog, NightlyOptions(NIGHTS, workers=0))
+    try:
+        run._hear(("error", "Traceback: the history went away"))
+        with pytest.raises(RuntimeError, match="pass 1 failed:\nTraceback: the history went away"):
+            run.result(0)
+    finally:
+        run.close()

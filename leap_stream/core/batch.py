@@ -172,21 +172,24 @@ class TrainingSet:
         )  # fmt: skip
 
     def window(self, end_ms: float, days: float | None) -> TrainingSet:
-        """The examples of the ``days`` before ``end_ms`` (None: all of them).
+        """The examples of the ``days`` before ``end_ms`` (None: all of them), with only the
+        configurations they use: what is trained on a window costs what the window holds.
 
         >>> import numpy as np
         >>> day = 86_400_000.0
-        >>> examples = TrainingSet([{}], np.zeros(3, int), np.zeros(3, int), np.zeros(3),
-        ...     np.array([0.0, 5 * day, 9 * day]))
-        >>> len(examples.window(10 * day, 7)), len(examples.window(10 * day, None))
-        (2, 3)
+        >>> examples = TrainingSet([{"a": 1}, {"a": 2}], np.array([0, 1, 1]), np.zeros(3, int),
+        ...     np.zeros(3), np.array([0.0, 5 * day, 9 * day]))
+        >>> recent = examples.window(10 * day, 7)
+        >>> len(recent), recent.configs, len(examples.window(10 * day, None))
+        (2, [{'a': 2}], 3)
         """
         if days is None:
             return self
         keep = self.time_ms >= end_ms - days * _DAY_MS
+        used, config = np.unique(self.config[keep], return_inverse=True)
         return TrainingSet(
-            self.configs, self.config[keep], self.position[keep], self.target[keep],
-            self.time_ms[keep],
+            [self.configs[i] for i in used.tolist()], config.astype(np.int64),
+            self.position[keep], self.target[keep], self.time_ms[keep],
         )  # fmt: skip
 
     def type_counts(self) -> dict[str, int]:

@@ -113,6 +113,11 @@ def test_later_passes_over_a_window_learn_only_its_examples(encoder: FeatureEnco
     window = training.window(end_ms, 100 / 1440)  # the last 100 minutes: 100 examples
     assert len(window) == 100 and window.time_ms.min() >= training.time_ms[200]
     assert training.window(end_ms, None) is training
+    # each example keeps its configuration; the window carries only those it uses
+    assert [window.configs[c] for c in window.config] == [
+        training.configs[c] for c in training.config[200:]
+    ]
+    assert len(window.configs) == len(set(training.config[200:].tolist()))
     by_hand = train_river(training, encoder, passes=1)
     rows = zip(window.config, window.position, window.target, strict=True)
     for config, position, target in rows:

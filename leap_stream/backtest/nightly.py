@@ -330,8 +330,15 @@ def _online_file(work: Path, k: int) -> Path:
 
 def _run_pass(task: _SnapshotPass, messages: Any) -> None:
     """Pass 1 in a child process: every outcome, an error included, goes to ``messages``."""
+    parent = os.getppid()
+
+    def put(message: tuple[Any, ...]) -> None:
+        if os.getppid() != parent:  # the replay was killed: nobody will read the nights
+            os._exit(1)
+        messages.put(message)
+
     try:
-        task.run(messages.put)
+        task.run(put)
     except BaseException:  # the parent raises it where it waits for a night
         messages.put(("error", traceback.format_exc()))
 

@@ -108,8 +108,10 @@ def hidden_parts(rows: pd.DataFrame, days: int, seed: int) -> tuple[pd.DataFrame
     model = model.to_numpy(int)
     position = rows["position"].to_numpy()
     day = (rows["time"].to_numpy() - start.timestamp()) / _DAY_S
-    since = np.maximum(day - world.launch_day[position], 0.0)
-    maturity = 1.0 - world.launch_deficit[position] * np.exp(-since / world.deficit_days[position])
+    maturity = np.empty(len(rows))
+    for chunk in np.array_split(np.arange(len(rows)), max(len(rows) // 100_000, 1)):
+        every_type = world.kernel_maturity(day[chunk])  # (rows of the chunk, types)
+        maturity[chunk] = every_type[np.arange(len(chunk)), position[chunk]]
     return rows.assign(
         model=model,
         family=zoo.family[model],

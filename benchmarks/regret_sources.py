@@ -188,6 +188,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, required=True, help="the fleet's generate --seed")
     parser.add_argument("--noise", type=float, default=0.2, help="the ideal learner's noise")
     args = parser.parse_args()
+    missing = [f for f in ("history.parquet", "oracle.parquet") if not (args.fleet / f).is_file()]
+    if missing:
+        parser.error(
+            f"{args.fleet} lacks {' and '.join(missing)} (leap-stream generate writes both)"
+        )
     rows, hw = hidden_parts(candidates(args.fleet), args.days, args.seed)
     rows, per_family = completions_before(args.fleet / "history.parquet", rows, hw)
     log_cost = np.log(hw.price_per_device_hour[rows["position"].to_numpy()]) - rows["log_truth"]

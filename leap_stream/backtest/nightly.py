@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from leap_stream.backtest.metrics import AttemptOutcome, _accuracy
-from leap_stream.backtest.replay import _Decisions, _InFlight, _value_for
+from leap_stream.backtest.replay import _Decisions, _value_for
 from leap_stream.backtest.retrain import MODELS as RETRAINED
 from leap_stream.backtest.retrain import replay_snapshots, train_snapshot
 from leap_stream.core import LeapCore
@@ -61,12 +61,12 @@ from leap_stream.core.batch import (
     probe_predictions,
 )
 from leap_stream.core.catalog import Catalog
-from leap_stream.core.eligibility import Eligibility
 from leap_stream.core.ensemble import ENSEMBLE, Ensemble
 from leap_stream.core.events import job_config
 from leap_stream.core.priors import HALF_LIFE_DAYS
 from leap_stream.core.promotion import Decision, PromotionRule
 from leap_stream.core.ranking import SOURCES, Ranking
+from leap_stream.core.submission import Submission
 from leap_stream.data.history import read_history_batches
 
 __all__ = [
@@ -638,25 +638,20 @@ class NightlyTap:
             self.night, self.day_end = k, cutoffs[k] + _DAY_MS
             self.next += 1
 
-    def submitted(
-        self,
-        core: LeapCore,
-        event: dict[str, Any],
-        check: Eligibility,
-        truth: np.ndarray | None,
-    ) -> None:
+    def submitted(self, core: LeapCore, submission: Submission, truth: np.ndarray | None) -> None:
         """Rank a submission of a scored day with each batch model (the online core's state,
-        the batch model's predictions)."""
+        the batch model's predictions), after the online core ranked it."""
+        event, check = submission.event, submission.check
         now = event["event_time"].timestamp() * 1000.0
         self._tick()
         self._advance(core, now)
         if self.night is None or now >= self.day_end or not self.models:
             return
-        rankings = {}
-        for name, model in self.models.items():
-            shadow = core.with_model(model, name)
-            shadow.pending = {}  # the online core's submission is the one completions join
-            rankings[name] = shadow.on_submitted(event, check)
+        rankings = {
+            # the online core's ranking remembered the submission: completions join that one
+            name: core.with_model(model, name).rank(submission, remember=False)
+            for name, model in self.models.items()
+        }
         self.flights[event["job_id"]] = _Flight(
             self.night, event, check.positions, bool(check.eligible.any()), truth, rankings
         )
@@ -678,14 +673,16 @@ class NightlyTap:
             **{n: _value_for(r, hardware)[0] for n, r in flight.rankings.items()},
         }
         costs = {"online": outcome.cost_model, "lookup": outcome.cost_lookup}
-        if flight.truth is not None:
+        if flight.truth is not None and flight.rankings:
             hours = (event["event_time"] - flight.job["event_time"]).total_seconds() / 3600.0
-            for name, ranking in flight.rankings.items():
-                pseudo = _InFlight(
-                    flight.job, ranking, ranking, flight.positions, flight.has_eligible,
-                    flight.truth,
-                )  # fmt: skip
-                costs[name] = self.decisions.costs(pseudo, event, max(hours, 0.0)).get("cost_model")
+            any_ranking = next(iter(flight.rankings.values()))
+            found = self.decisions.attempt(
+                flight.job, flight.truth, flight.positions, any_ranking.eligible, event,
+                max(hours, 0.0),
+            )  # fmt: skip
+            if found is not None:
+                for name, ranking in flight.rankings.items():
+                    costs[name] = found[0].pick(ranking)[0]
         c = self._columns
         c["night"].append(flight.night)
         c["done_ms"].append(event["event_time"].timestamp() * 1000.0)

@@ -234,6 +234,47 @@ def _value_for(
     return float(value), float(ranking.lower[i]), float(ranking.upper[i]), str(ranking.source[i])
 
 
+@dataclass(slots=True)
+class _AttemptCosts:
+    """One attempt's cost on each catalog type at its true throughput, and what following a
+    ranking of it would have cost (:meth:`pick`)."""
+
+    cost: np.ndarray  # USD for the attempt's samples, per catalog type (NaN: cannot run there)
+    positions: np.ndarray  # the candidates' catalog positions (-1: not a catalog type)
+    price: np.ndarray  # per device-hour, per catalog type
+    devices: int
+    fallback: float | None  # what the user asked for (or ran on) costs
+    ran_on: int  # catalog position it ran on (-1: none)
+    failed_there: bool  # it failed there (a preemption is no failure to fit)
+    hours: float  # how long it ran
+
+    def pick(self, ranking: Ranking) -> tuple[float | None, bool]:
+        """Cost of following the ranking, and whether its first choice cannot run."""
+        cost, positions = self.cost, self.positions
+        if ranking.abstained:
+            return self._without_advice(0.0), False
+        order = ranking.order
+        p = int(positions[order[0]])
+        if p >= 0 and np.isfinite(cost[p]):
+            return float(cost[p]), False
+        # The first choice cannot run: each choice tried in turn is charged its time to
+        # failure, then the first runnable one runs the attempt (UNRUNNABLE_PICK_HOURS).
+        wasted = 0.0
+        for i in order[: ranking.ranked_count].tolist():
+            p = int(positions[i])
+            if p < 0:  # not a catalog type: no price, no oracle
+                continue
+            if np.isfinite(cost[p]):
+                return wasted + float(cost[p]), True
+            fail_h = self.hours if p == self.ran_on and self.failed_there else UNRUNNABLE_PICK_HOURS
+            wasted += self.devices * float(self.price[p]) * fail_h
+        return self._without_advice(wasted), True  # nothing it ranked can run
+
+    def _without_advice(self, wasted: float) -> float | None:
+        # what the user asked for (or ran on): the scheduler's behaviour without leap-stream
+        return None if self.fallback is None else wasted + self.fallback
+
+
 class _Decisions:
     """Scores rankings against the oracle: what following each policy would have cost."""
 
@@ -242,62 +283,59 @@ class _Decisions:
         self.price = core.hw.price_per_device_hour
         self.counter = 0
 
-    def costs(self, flight: _InFlight, completed: dict[str, Any], hours: float) -> dict[str, Any]:
-        """The ``cost_*`` fields of the attempt's outcome (``hours``: how long it ran)."""
+    def attempt(
+        self,
+        job: dict[str, Any],
+        truth: np.ndarray,
+        positions: np.ndarray,
+        eligible: np.ndarray,
+        completed: dict[str, Any],
+        hours: float,
+    ) -> tuple[_AttemptCosts, np.ndarray, np.ndarray] | None:
+        """The attempt's costs (None: no step count to price, or no eligible candidate can
+        run it), each candidate's true cost, and which of them can run it."""
         steps = completed["steps"]
         if steps is None:  # no step count, no samples to price: no decision figures
-            return {}
-        truth = flight.truth
-        job = flight.job
+            return None
         samples = float(steps) * float(job["global_batch_size"])
         # USD to process the attempt's samples on each hardware type at its true throughput
         # (truth is positive or NaN: no division guard needed)
         cost = samples * job["num_devices"] * self.price / (3600.0 * truth)
-        positions = flight.positions
         known = positions >= 0
         true_cost = np.where(known, cost[np.where(known, positions, 0)], np.nan)
-        runnable = np.isfinite(true_cost) & flight.model.eligible
+        runnable = np.isfinite(true_cost) & eligible
         if not runnable.any():
+            return None
+        fallback = self.index.get(job.get("requested_hardware") or completed["hardware_type"], -1)
+        fits = fallback >= 0 and np.isfinite(cost[fallback])
+        attempt = _AttemptCosts(
+            cost=cost,
+            positions=positions,
+            price=self.price,
+            devices=job["num_devices"],
+            fallback=float(cost[fallback]) if fits else None,
+            ran_on=self.index.get(completed["hardware_type"], -1),
+            failed_there=completed["status"] == "failed",
+            hours=hours,
+        )
+        return attempt, true_cost, runnable
+
+    def costs(self, flight: _InFlight, completed: dict[str, Any], hours: float) -> dict[str, Any]:
+        """The ``cost_*`` fields of the attempt's outcome (``hours``: how long it ran)."""
+        job = flight.job
+        found = self.attempt(
+            job, flight.truth, flight.positions, flight.model.eligible, completed, hours
+        )
+        if found is None:
             return {}
-        candidates = positions[runnable]
-        fallback = job.get("requested_hardware") or completed["hardware_type"]
-
-        p_fallback = self.index.get(fallback, -1)
-        p_ran = self.index.get(completed["hardware_type"], -1)
-        failed_there = completed["status"] == "failed"  # a preemption is no failure to fit
-        devices = job["num_devices"]
-
-        def without_advice(wasted: float) -> float | None:
-            # what the user asked for (or ran on): the scheduler's behaviour without leap-stream
-            ok = p_fallback >= 0 and np.isfinite(cost[p_fallback])
-            return wasted + float(cost[p_fallback]) if ok else None
-
-        def pick(ranking: Ranking) -> tuple[float | None, bool]:
-            """Cost of following the ranking, and whether its first choice cannot run."""
-            if ranking.abstained:
-                return without_advice(0.0), False
-            order = ranking.order
-            p = int(positions[order[0]])
-            if p >= 0 and np.isfinite(cost[p]):
-                return float(cost[p]), False
-            # The first choice cannot run: each choice tried in turn is charged its time to
-            # failure, then the first runnable one runs the attempt (UNRUNNABLE_PICK_HOURS).
-            wasted = 0.0
-            for i in order[: ranking.ranked_count].tolist():
-                p = int(positions[i])
-                if p < 0:  # not a catalog type: no price, no oracle
-                    continue
-                if np.isfinite(cost[p]):
-                    return wasted + float(cost[p]), True
-                fail_h = hours if p == p_ran and failed_there else UNRUNNABLE_PICK_HOURS
-                wasted += devices * float(self.price[p]) * fail_h
-            return without_advice(wasted), True  # nothing it ranked can run
-
-        cost_model, model_unrunnable = pick(flight.model)
-        cost_lookup, lookup_unrunnable = pick(flight.lookup)
+        attempt, true_cost, runnable = found
+        cost = attempt.cost
+        cost_model, model_unrunnable = attempt.pick(flight.model)
+        cost_lookup, lookup_unrunnable = attempt.pick(flight.lookup)
 
         requested = job.get("requested_hardware")
         p_req = self.index.get(requested, -1) if requested else -1
+        candidates = flight.positions[runnable]
         out: dict[str, Any] = {
             "cost_model": cost_model,
             "cost_lookup": cost_lookup,
@@ -444,7 +482,8 @@ class _Session:
             self._day = when.date()
             self.forgotten += core.evict_idle_lineages(when.timestamp() * 1000.0)
         check = core.rules.check(event)
-        model_ranking = core.on_submitted(event, check)
+        submission = core.submission(event, check)
+        model_ranking = core.rank(submission)
         if record is not None:
             model_ranking = ranking_from_record(record, check, event["num_devices"])
         lookup_ranking = self.lookup.on_submitted(event, check)
@@ -460,7 +499,7 @@ class _Session:
             event, model_ranking, lookup_ranking, check.positions, has_eligible, truth
         )
         if self.tap is not None:
-            self.tap.submitted(core, event, check, truth)
+            self.tap.submitted(core, submission, truth)
 
     def _pick_fit(self, flight: _InFlight) -> None:
         """Tell the core whether its first choice would have fit in memory (the oracle's say).

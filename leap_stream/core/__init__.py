@@ -8,9 +8,10 @@ data edge (:mod:`leap_stream.data`).
 Modules: ``events`` (the contract in plain data), ``catalog`` and ``hardware`` (the accelerator
 catalog), ``memory`` and ``eligibility`` (what can run where), ``features`` and ``model`` (the
 online throughput model), ``priors`` (what a lineage measured before), ``intervals``,
-``lookup`` (the baseline), ``ranking`` and ``leap`` (:class:`LeapCore`); ``inputs`` (the input
-groups an ablation removes), ``transfer``, ``memory_risk``, ``batch``, ``promotion`` and
-``champion`` (the service's daily scoreboard for the promotion rule).
+``lookup`` (the baseline), ``ranking``, ``submission`` (what a ranking reads that no model
+changes) and ``leap`` (:class:`LeapCore`); ``inputs`` (the input groups an ablation removes),
+``transfer``, ``memory_risk``, ``batch``, ``promotion`` and ``champion`` (the service's daily
+scoreboard for the promotion rule).
 """
 
 from leap_stream.core.leap import LeapCore, LearnExample, LookupRanker

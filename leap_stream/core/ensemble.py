@@ -86,9 +86,13 @@ class Ensemble:
 
     def predict_many(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
         """log throughput of ``job`` on each catalog position in ``positions`` (None: all)."""
-        total = self.members[0].predict_many(job, positions)
-        for member in self.members[1:]:
-            total = total + member.predict_many(job, positions)
+        return self.combine([member.predict_many(job, positions) for member in self.members])
+
+    def combine(self, predictions: Sequence[np.ndarray]) -> np.ndarray:
+        """The ensemble's prediction from its members' (in ``members`` order)."""
+        total = predictions[0]
+        for predicted in predictions[1:]:
+            total = total + predicted
         return total / len(self.members)
 
     def learn_one(self, job: JobFeatures, position: int, log_throughput: float) -> None:

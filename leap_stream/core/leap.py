@@ -60,13 +60,14 @@ from leap_stream.core.priors import (
     exact_measurements,
     last_seen_ms,
     latest,
+    lineage_entries,
     lineage_offset,
-    lineage_view,
     mark_out_of_memory,
     out_of_memory_on,
     update_prior,
 )
 from leap_stream.core.ranking import SOURCES, Ranking, rank_candidates
+from leap_stream.core.submission import Reference, Submission
 from leap_stream.core.transfer import PairwiseTransfer, config_coordinates
 
 __all__ = [
@@ -76,6 +77,7 @@ __all__ = [
     "LeapCore",
     "LearnExample",
     "LookupRanker",
+    "Submission",
 ]
 
 # Below this many observations of a hardware type the model's view of it is mostly its spec
@@ -206,10 +208,13 @@ class LeapCore:
         lineage priors, pending submissions, intervals, pairwise transfer and memory risk.
 
         Rankings name ``version``. Take a new one after this core loads a model state: the
-        copy holds the state objects it was made with.
+        copy holds the state objects it was made with. A :meth:`submission` is encoded once,
+        by the core that builds it: ``model`` must read the same features.
         """
         if model.encoder.names != self.model.encoder.names:
             raise ValueError(f"{version} was trained over another hardware catalog")
+        if model.encoder.without != self.model.encoder.without:
+            raise ValueError(f"{version} was trained on other input groups")
         ranker = copy.copy(self)
         ranker.model = model
         ranker._model_version = version
@@ -249,29 +254,59 @@ class LeapCore:
         self, event: dict[str, Any], eligibility: Eligibility | None = None
     ) -> Ranking:
         """Rank the candidates of a JobSubmitted record; remember it for its completion."""
+        return self.rank(self.submission(event, eligibility))
+
+    def submission(
+        self, event: dict[str, Any], eligibility: Eligibility | None = None
+    ) -> Submission:
+        """What ranking ``event`` reads that no model changes (:class:`Submission`): rank it
+        with :meth:`rank`, with this core or with :meth:`with_model`'s, before anything else
+        is learned."""
         check = eligibility or self.rules.check(event)
-        job, known, positions, base = self._predict(event, check)
-        now_ms = _time_ms(event)
-        index = self.hw.index if event.get("candidate_hardware") is None else check.index
+        every_type = event.get("candidate_hardware") is None
+        if every_type:  # every catalog type, in order: no gather needed
+            known = np.ones(len(check.names), dtype=bool)
+            positions = check.positions
+        else:
+            known = check.positions >= 0
+            positions = np.where(known, check.positions, 0)
+        index = self.hw.index if every_type else check.index
         state = self.priors.get(event[self._lineage_field])
         signature = config_signature(event)
-        view = lineage_view(
-            state,
-            index,
-            len(check.names),
-            signature,
-            now_ms,
-            self._latest_residual(state),
-            self.half_life,
+        now_ms = _time_ms(event)
+        return Submission(
+            event=event,
+            check=check,
+            job=self.model.encoder.job(event),
+            known=known,
+            positions=positions,
+            predict_at=None if every_type else positions,
+            state=state,
+            entries=lineage_entries(
+                state, index, len(check.names), signature, now_ms, self.half_life
+            ),
+            references=self._references(state, event, signature, positions, now_ms),
+            lineage_offset=lineage_offset(state, now_ms, self.half_life),
+            blend=self.pairs.measured_weight(),
+            memory_risk=self._memory_risk(event, state, signature, check, positions, index),
+            unseen_type=self.type_counts.get(event["model_type"], 0) == 0,
         )
+
+    def rank(self, submission: Submission, *, remember: bool = True) -> Ranking:
+        """Rank a :meth:`submission` with this core's model, and remember it for its
+        completion unless told not to (another model's ranking of a submission this core's
+        ranking remembered)."""
+        event, check, job = submission.event, submission.check, submission.job
+        positions, known, state = submission.positions, submission.known, submission.state
+        base = submission.predictions(self.model)
+        view = submission.entries.view(self._latest_residual(state))
         offsets = view.offsets
         if state:  # hardware the lineage has not run on: its residuals elsewhere, corrected
-            transfer = self._transfer_offsets(state, event, signature, job, positions, base, now_ms)
+            transfer = self._transfer_offsets(submission, base)
             offsets = np.where(view.same_hardware, view.offsets, transfer)
         has_exact = np.isfinite(view.exact)
         log_pred = np.where(has_exact, view.exact, base + offsets)
-        unseen_type = self.type_counts.get(event["model_type"], 0) == 0
-        cold = (self.model.seen[positions] < COLD_START_MIN_OBSERVATIONS) | unseen_type
+        cold = (self.model.seen[positions] < COLD_START_MIN_OBSERVATIONS) | submission.unseen_type
         transfers = bool(state) and LINEAGE_KEY in state
         code = np.where(
             view.same_hardware,
@@ -282,11 +317,12 @@ class LeapCore:
         # family on that hardware; the lineage's own measurements carry none of it
         family_seen = self.model.family_seen(job.family)[positions]
         risk = np.where(view.same_hardware, 0.0, RISK_AVERSION / np.sqrt(1.0 + family_seen))
-        risk += self._memory_risk(event, state, signature, check, positions, index)
+        risk += submission.memory_risk
         width = self.intervals.halfwidths(_SOURCES)[code]
         predicted = np.where(known, np.exp(log_pred), np.nan)
 
-        self._remember(event, check, base, log_pred.tolist(), code.tolist())
+        if remember:
+            self._remember(event, check, base, log_pred.tolist(), code.tolist())
         return rank_candidates(
             job_id=event["job_id"],
             lineage_id=event["lineage_id"],
@@ -315,20 +351,12 @@ class LeapCore:
         nothing from these attempts.
         """
         check = self.rules.check(event)
-        self._remember(event, check, self._predict(event, check)[3], None, None)
-
-    def _predict(
-        self, event: dict[str, Any], check: Eligibility
-    ) -> tuple[JobFeatures, np.ndarray, np.ndarray, np.ndarray]:
-        """The job's features; which candidates are catalog types, their catalog positions
-        (0 where not) and the model's log-throughput prediction on each."""
         job = self.model.encoder.job(event)
         if event.get("candidate_hardware") is None:  # every catalog type: no gather needed
-            known = np.ones(len(check.names), dtype=bool)
-            return job, known, check.positions, self.model.predict_many(job)
-        known = check.positions >= 0
-        positions = np.where(known, check.positions, 0)
-        return job, known, positions, self.model.predict_many(job, positions)
+            base = self.model.predict_many(job)
+        else:
+            base = self.model.predict_many(job, np.maximum(check.positions, 0))
+        self._remember(event, check, base, None, None)
 
     def _remember(
         self,
@@ -374,58 +402,84 @@ class LeapCore:
         p = np.minimum(p, MAX_OOM_RISK)
         return OUT_OF_MEMORY_COST * p / (1.0 - p)
 
-    def _transfer_offsets(
+    def _references(
         self,
-        state: dict[str, Any],
+        state: dict[str, Any] | None,
         event: dict[str, Any],
         signature: str,
-        job: JobFeatures,
         positions: np.ndarray,
-        base: np.ndarray,
         now_ms: float,
-    ) -> np.ndarray:
-        """The lineage's offset on each candidate from its residuals on the hardware it ran
-        (``base``: the model's prediction for each candidate; ``signature``: the submission's
-        ``config_signature``).
+    ) -> tuple[Reference, ...]:
+        """The hardware a lineage's measurements transfer from (``signature``: the
+        submission's ``config_signature``), with what related jobs measured between each of
+        them and the candidates (:class:`PairwiseTransfer`).
 
         Each hardware type the lineage measured this very configuration on is a reference
-        (else its latest measurement, whatever the configuration): its residual against the
-        model as it is now, plus what related jobs measured between that type and each
-        candidate (:class:`PairwiseTransfer`), averaged over the references, each weighed by
-        how little its ratio to that candidate varies across jobs (``PairwiseTransfer.spread``).
+        (else its latest measurement, whatever the configuration).
         """
+        if not state:
+            return ()
+        index = self.hw.index
         measured = exact_measurements(state, signature, now_ms, self.half_life)
-        references = [(self.hw.index[h], y, job) for h, y in measured.items() if h in self.hw.index]
-        if not references:
+        found = [(index[h], y, None) for h, y in measured.items() if h in index]
+        if not found:
             last = latest(state)
-            if last is None or last[0] not in self.hw.index:
-                return np.full(len(positions), lineage_offset(state, now_ms, self.half_life))
-            hardware, log_throughput, config = last
-            references = [(self.hw.index[hardware], log_throughput, self.model.encoder.job(config))]
-        efficiency = base - self.model.encoder.baseline(job, positions)
+            if last is None or last[0] not in index:
+                return ()
+            found = [(index[last[0]], last[1], last[2])]
         coordinates = config_coordinates(event)
+        model_type, family = event["model_type"], event["model_family"]
+        references = []
+        for position, log_throughput, config in found:
+            ratio, evidence = self.pairs.measured_ratio(model_type, family, position, coordinates)
+            spread = self.pairs.spread(model_type, family, position)
+            references.append(
+                Reference(
+                    position=position,
+                    log_throughput=log_throughput,
+                    config=config,
+                    measured=ratio[positions],
+                    evidence=evidence[positions],
+                    weight=1.0 / spread[positions],
+                )
+            )
+        return tuple(references)
+
+    def _transfer_offsets(self, submission: Submission, base: np.ndarray) -> np.ndarray:
+        """The lineage's offset on each candidate from its residuals on the hardware it ran
+        (``base``: the model's prediction for each candidate).
+
+        Each reference's residual against the model as it is now, plus the model's efficiency
+        ratio from there to each candidate corrected by what related jobs measured, averaged
+        over the references, each weighed by how little its ratio to that candidate varies
+        across jobs (``PairwiseTransfer.spread``).
+        """
+        positions = submission.positions
+        if not submission.references:
+            return np.full(len(positions), submission.lineage_offset)
+        job = submission.job
+        efficiency = base - self.model.encoder.baseline(job, positions)
         total = np.zeros(len(positions))
         weights = np.zeros(len(positions))
-        for reference, log_throughput, reference_job in references:
-            at = np.array([reference])
+        for reference in submission.references:
+            at = np.array([reference.position])
+            config = reference.config
+            reference_job = job if config is None else self.model.encoder.job(config)
             modelled = self.model.predict_many(reference_job, at)[0]
             reference_efficiency = modelled - self.model.encoder.baseline(reference_job, at)[0]
-            correction = self.pairs.correction(
-                event["model_type"],
-                job.family,
-                reference,
+            correction = PairwiseTransfer.blend(
+                reference.measured,
+                reference.evidence,
                 efficiency - reference_efficiency,
-                positions,
-                coordinates,
+                submission.blend,
             )
-            residual = log_throughput - modelled
+            residual = reference.log_throughput - modelled
             # shrink what may be the lineage's noise, not the model's gross error of a new type
             shrink = SHRINK_TRANSFER / (1.0 + SHRINK_TRANSFER)
             residual -= shrink * min(max(residual, -SHRINK_UP_TO), SHRINK_UP_TO)
             # a reference whose ratio to a candidate varies little across jobs says more
-            weight = 1.0 / self.pairs.spread(event["model_type"], job.family, reference)[positions]
-            total += weight * (residual + correction)
-            weights += weight
+            total += reference.weight * (residual + correction)
+            weights += reference.weight
         return total / weights
 
     def _latest_residual(self, state: dict[str, Any] | None) -> float | None:

@@ -35,11 +35,13 @@ __all__ = [
     "HALF_LIFE_DAYS",
     "LATEST_KEY",
     "LINEAGE_KEY",
+    "LineageEntries",
     "LineageView",
     "config_signature",
     "exact_measurements",
     "last_seen_ms",
     "latest",
+    "lineage_entries",
     "lineage_offset",
     "lineage_view",
     "mark_out_of_memory",
@@ -210,6 +212,76 @@ def lineage_offset(
     return _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER, half_life_days)
 
 
+@dataclass(frozen=True, slots=True)
+class LineageEntries:
+    """What a lineage's priors say of each candidate before the model's view of its latest
+    attempt is taken (:func:`lineage_entries`); :meth:`view` adds it."""
+
+    n: int
+    exact: np.ndarray  # measured log throughput of this very configuration (NaN: none)
+    same_hardware: np.ndarray  # bool: the lineage has measured this hardware
+    # (candidate, decayed sum, decayed weight) of the residuals on each hardware it measured
+    residuals: tuple[tuple[int, float, float], ...]
+    lineage_mean: float  # the lineage-wide offset
+    latest: int | None  # the candidate the latest attempt ran on (None: none of them)
+
+    def view(self, latest_residual: float | None) -> LineageView:
+        """The view (see :func:`lineage_view`) given the latest attempt's residual against
+        the model as it is now."""
+        if latest_residual is None:
+            transfer = self.lineage_mean
+        else:
+            transfer = latest_residual / (1.0 + SHRINK_TRANSFER)
+        offsets = np.full(self.n, transfer)
+        for i, total, weight in self.residuals:
+            # a stale residual on this hardware gives way to the lineage's own, not to 0
+            offsets[i] = (total + SHRINK_SAME_HARDWARE * transfer) / (weight + SHRINK_SAME_HARDWARE)
+        if latest_residual is not None and self.latest is not None:
+            offsets[self.latest] = latest_residual / (1.0 + SHRINK_SAME_HARDWARE)
+        return LineageView(offsets, self.exact, self.same_hardware)
+
+
+def lineage_entries(
+    state: dict[str, Any] | None,
+    index: Mapping[str, int],
+    n: int,
+    signature: str,
+    now_ms: float,
+    half_life_days: float = HALF_LIFE_DAYS,
+) -> LineageEntries:
+    """The model-free half of :func:`lineage_view`: what ranking the submission with any model
+    reads of the lineage's priors."""
+    exact = np.full(n, np.nan)
+    same = np.zeros(n, dtype=bool)
+    if not state:
+        return LineageEntries(n, exact, same, (), 0.0, None)
+    residuals = []
+    prefix = signature + _SEPARATOR
+    for key, entry in state.items():  # a handful of entries: cheaper than one per candidate
+        if key == LATEST_KEY:
+            continue
+        if key.startswith(prefix):
+            i = index.get(key[len(prefix) :])
+            if i is not None:
+                d = _decay(entry, now_ms, half_life_days)
+                exact[i] = entry[0] * d / (entry[1] * d)
+        else:
+            i = index.get(key)
+            if i is not None:
+                d = _decay(entry, now_ms, half_life_days)
+                residuals.append((i, entry[0] * d, entry[1] * d))
+                same[i] = True
+    latest_entry = state.get(LATEST_KEY)
+    return LineageEntries(
+        n,
+        exact,
+        same,
+        tuple(residuals),
+        _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER, half_life_days),
+        None if latest_entry is None else index.get(latest_entry["hardware"]),
+    )
+
+
 def lineage_view(
     state: dict[str, Any] | None,
     index: Mapping[str, int],
@@ -225,35 +297,5 @@ def lineage_view(
     residuals go stale. ``latest_residual``, the latest attempt's residual against the model as it
     is now, replaces the lineage-wide offset and that hardware's own when given.
     """
-    exact = np.full(n, np.nan)
-    if not state:
-        return LineageView(np.zeros(n), exact, np.zeros(n, dtype=bool))
-    if latest_residual is None:
-        transfer = _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER, half_life_days)
-    else:
-        transfer = latest_residual / (1.0 + SHRINK_TRANSFER)
-    offsets = np.full(n, transfer)
-    same = np.zeros(n, dtype=bool)
-    prefix = signature + _SEPARATOR
-    for key, entry in state.items():  # a handful of entries: cheaper than one per candidate
-        if key == LATEST_KEY:
-            continue
-        if key.startswith(prefix):
-            i = index.get(key[len(prefix) :])
-            if i is not None:
-                d = _decay(entry, now_ms, half_life_days)
-                exact[i] = entry[0] * d / (entry[1] * d)
-        else:
-            i = index.get(key)
-            if i is not None:
-                # a stale residual on this hardware gives way to the lineage's own, not to 0
-                d = _decay(entry, now_ms, half_life_days)
-                offsets[i] = (entry[0] * d + SHRINK_SAME_HARDWARE * transfer) / (
-                    entry[1] * d + SHRINK_SAME_HARDWARE
-                )
-                same[i] = True
-    if latest_residual is not None:
-        i = index.get(state[LATEST_KEY]["hardware"])
-        if i is not None:
-            offsets[i] = latest_residual / (1.0 + SHRINK_SAME_HARDWARE)
-    return LineageView(offsets, exact, same)
+    entries = lineage_entries(state, index, n, signature, now_ms, half_life_days)
+    return entries.view(latest_residual if state else None)

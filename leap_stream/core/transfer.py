@@ -216,7 +216,14 @@ class PairwiseTransfer:
         measured, evidence = self.measured_ratio(model_type, family, reference, coordinates)
         if positions is not None:
             measured, evidence = measured[positions], evidence[positions]
-        weight = self.measured_weight()
+        return self.blend(measured, evidence, model, self.measured_weight())
+
+    @staticmethod
+    def blend(
+        measured: np.ndarray, evidence: np.ndarray, model: np.ndarray, weight: float
+    ) -> np.ndarray:
+        """:meth:`correction` from :meth:`measured_ratio`'s two arrays (at the same positions
+        as ``model``) and :meth:`measured_weight`."""
         return np.where(evidence > 0, weight * (measured - model), 0.0)
 
     def measured_weight(self) -> float:

@@ -21,6 +21,7 @@ from core_fixtures import completed_event, hours, submitted_event
 
 from leap_stream.core import LeapCore, LookupRanker
 from leap_stream.core.catalog import Catalog
+from leap_stream.core.ensemble import Ensemble
 from leap_stream.core.inputs import INPUT_GROUPS
 from leap_stream.core.intervals import ConformalIntervals
 from leap_stream.core.priors import config_signature
@@ -441,3 +442,59 @@ def test_a_nightly_model_over_another_catalog_is_refused(hw_catalog: Catalog) ->
     fewer = LeapCore(Catalog(list(hw_catalog)[:-1]))
     with pytest.raises(ValueError, match="another hardware catalog"):
         LeapCore(hw_catalog).with_model(fewer.model, "other")
+
+
+def _lineage_on_two_types(core: LeapCore, lineage: str, throughput: float) -> None:
+    """``lineage`` measured on H100-SXM and MI300X: priors, references and pairwise ratios."""
+    for i, hardware in enumerate(("H100-SXM", "MI300X", "H100-SXM", "MI300X")):
+        job = f"{lineage}-{i}"
+        core.on_submitted(submitted_event(job, lineage, hours(10 * i)))
+        measured = throughput * (1.0 + 0.3 * (hardware == "MI300X"))
+        core.on_completed(
+            completed_event(job, lineage, hours(10 * i + 1), hardware, throughput=measured)
+        )
+
+
+def test_one_submission_ranked_by_several_models_gives_each_its_own_ranking(
+    hw_catalog: Catalog,
+) -> None:
+    """What a Submission shares (priors, transfer ratios, memory risk, kept predictions) is
+    the same whichever model reads it first: each ranking equals that model's ranking of a
+    submission of its own."""
+    core, other = LeapCore(hw_catalog), LeapCore(hw_catalog)
+    for lineage in ("a", "b", "c"):
+        _lineage_on_two_types(core, lineage, 1_000.0)
+        _lineage_on_two_types(other, lineage, 3_000.0)
+    models = {
+        "online": core.model,
+        "other": other.model,
+        "ensemble": Ensemble([core.model, other.model]),
+    }
+    # a repeat, a changed configuration of a known lineage (a transfer), a fresh lineage
+    events = [
+        submitted_event("r", "a", hours(50)),
+        submitted_event("t", "b", hours(50), global_batch_size=2048),
+        submitted_event("f", "fresh", hours(50), candidates=["MI300X", "H100-SXM", "X-1"]),
+    ]
+    pending = dict(core.pending)
+    for event in events:
+        shared = core.submission(event)
+        for name in ("ensemble", "other", "online"):  # the ensemble first: members predict
+            ranker = core.with_model(models[name], name)
+            ranking = ranker.rank(shared, remember=False)
+            alone = ranker.rank(core.submission(event), remember=False)
+            for field in ("predicted", "lower", "upper", "cost_per_1k", "order"):
+                np.testing.assert_array_equal(getattr(ranking, field), getattr(alone, field))
+            assert ranking.source.tolist() == alone.source.tolist()
+        assert core.pending == pending  # remember=False: no submission joins a completion
+    # the models differ, and the shared submission kept each one's predictions apart
+    online = core.rank(core.submission(events[1]), remember=False).predicted
+    ensemble = core.with_model(models["ensemble"], "e").rank(core.submission(events[1]))
+    assert not np.allclose(online, ensemble.predicted)
+    assert "t" in core.pending
+
+
+def test_a_nightly_model_on_other_input_groups_is_refused(hw_catalog: Catalog) -> None:
+    without = LeapCore(hw_catalog, without={"hardware_specs"})
+    with pytest.raises(ValueError, match="other input groups"):
+        LeapCore(hw_catalog).with_model(without.model, "other")

@@ -50,7 +50,8 @@ from leap_stream.core.model import ThroughputModel
 STEPS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("read + decode history", replay, "iter_events", None),
     ("eligibility", EligibilityRules, "check", None),
-    ("model: rank a submission", core.LeapCore, "on_submitted", None),
+    ("model: a submission's inputs", core.LeapCore, "submission", None),
+    ("model: rank a submission", core.LeapCore, "rank", None),
     ("predict_many", ThroughputModel, "predict_many", "model: rank a submission"),
     ("lookup: rank a submission", core.LookupRanker, "on_submitted", None),
     ("rank_candidates", core, "rank_candidates", "both rankings"),

@@ -274,6 +274,7 @@ class LeapCore:
         state = self.priors.get(event[self._lineage_field])
         signature = config_signature(event)
         now_ms = _time_ms(event)
+        references = self._references(state, event, signature, positions, now_ms)
         return Submission(
             event=event,
             check=check,
@@ -285,11 +286,12 @@ class LeapCore:
             entries=lineage_entries(
                 state, index, len(check.names), signature, now_ms, self.half_life
             ),
-            references=self._references(state, event, signature, positions, now_ms),
-            lineage_offset=lineage_offset(state, now_ms, self.half_life),
-            blend=self.pairs.measured_weight(),
+            references=references,
+            lineage_offset=lineage_offset(state, now_ms, self.half_life) if state else 0.0,
+            blend=self.pairs.measured_weight() if references else 0.0,
             memory_risk=self._memory_risk(event, state, signature, check, positions, index),
             unseen_type=self.type_counts.get(event["model_type"], 0) == 0,
+            _predictions={},
         )
 
     def rank(self, submission: Submission, *, remember: bool = True) -> Ranking:

@@ -212,7 +212,7 @@ def lineage_offset(
     return _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER, half_life_days)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LineageEntries:
     """What a lineage's priors say of each candidate before the model's view of its latest
     attempt is taken (:func:`lineage_entries`); :meth:`view` adds it."""

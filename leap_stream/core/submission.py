@@ -14,19 +14,20 @@ A submission is read right after it is built: it holds views of the core's state
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from leap_stream.core.eligibility import Eligibility
+from leap_stream.core.ensemble import Ensemble
 from leap_stream.core.features import JobFeatures
 from leap_stream.core.priors import LineageEntries
 
 __all__ = ["Reference", "Submission"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reference:
     """A hardware type the lineage measured, as its transfer to the candidates reads it."""
 
@@ -53,10 +54,10 @@ class Submission:
     entries: LineageEntries  # what they say of each candidate, before any model's residual
     references: tuple[Reference, ...]  # hardware to transfer from (empty: none usable)
     lineage_offset: float  # the lineage's offset, transferred where there is no reference
-    blend: float  # the pairwise transfer's weight of the measured ratios
+    blend: float  # the pairwise transfer's weight of the measured ratios (where there are)
     memory_risk: np.ndarray  # what the chance of running out of memory adds to the ranking key
     unseen_type: bool  # no completion of this model type has been learned
-    _predictions: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)
+    _predictions: dict[int, tuple[Any, np.ndarray]]  # id(model) -> (model, predictions)
 
     def predictions(self, model: Any) -> np.ndarray:
         """``model``'s log-throughput predictions of the candidates (kept: do not modify).
@@ -66,9 +67,8 @@ class Submission:
         kept = self._predictions.get(id(model))
         if kept is not None:
             return kept[1]
-        members = getattr(model, "members", None)
-        if members is not None:
-            predicted = model.combine([self.predictions(member) for member in members])
+        if isinstance(model, Ensemble):
+            predicted = model.combine([self.predictions(member) for member in model.members])
         else:
             predicted = model.predict_many(self.job, self.predict_at)
         self._predictions[id(model)] = (model, predicted)  # (the model pins its id)

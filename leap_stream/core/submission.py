@@ -10,6 +10,22 @@ predictions of the candidates are kept too, so that an ensemble reads its member
 predicting again.
 
 A submission is read right after it is built: it holds views of the core's state at that moment.
+
+>>> from datetime import datetime, UTC
+>>> from leap_stream.core.catalog import default_catalog
+>>> from leap_stream.core.leap import LeapCore
+>>> core, other = LeapCore(default_catalog()), LeapCore(default_catalog())
+>>> job = {"event_id": "e1", "event_time": datetime(2025, 6, 1, tzinfo=UTC), "job_id": "j1",
+...     "lineage_id": "l1", "model_type": "resnet", "model_family": "cnn",
+...     "framework": "pytorch", "param_count": 25_000_000, "global_batch_size": 2048,
+...     "seq_len": None, "precision": "bf16", "num_devices": 8, "tensor_parallel": 1,
+...     "pipeline_parallel": 1, "requested_hardware": None,
+...     "candidate_hardware": ["H100-SXM", "MI300X"]}
+>>> shared = core.submission(job)
+>>> online = core.rank(shared)  # remembered: its completion joins this ranking
+>>> nightly = core.with_model(other.model, "nightly").rank(shared, remember=False)
+>>> online.hardware == nightly.hardware, nightly.model_version, list(core.pending)
+(True, 'nightly', ['j1'])
 """
 
 from __future__ import annotations

@@ -287,7 +287,6 @@ class LeapCore:
                 state, index, len(check.names), signature, now_ms, self.half_life
             ),
             references=references,
-            lineage_offset=lineage_offset(state, now_ms, self.half_life) if state else 0.0,
             blend=self.pairs.measured_weight() if references else 0.0,
             memory_risk=self._memory_risk(event, state, signature, check, positions, index),
             unseen_type=self.type_counts.get(event["model_type"], 0) == 0,
@@ -458,7 +457,7 @@ class LeapCore:
         """
         positions = submission.positions
         if not submission.references:
-            return np.full(len(positions), submission.lineage_offset)
+            return np.full(len(positions), submission.entries.lineage_mean)
         job = submission.job
         efficiency = base - self.model.encoder.baseline(job, positions)
         total = np.zeros(len(positions))

@@ -222,7 +222,7 @@ class LineageEntries:
     same_hardware: np.ndarray  # bool: the lineage has measured this hardware
     # (candidate, decayed sum, decayed weight) of the residuals on each hardware it measured
     residuals: tuple[tuple[int, float, float], ...]
-    lineage_mean: float  # the lineage-wide offset
+    lineage_mean: float  # the lineage-wide offset (lineage_offset)
     latest: int | None  # the candidate the latest attempt ran on (None: none of them)
 
     def view(self, latest_residual: float | None) -> LineageView:

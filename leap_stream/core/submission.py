@@ -69,7 +69,6 @@ class Submission:
     state: dict[str, Any] | None  # the lineage's priors
     entries: LineageEntries  # what they say of each candidate, before any model's residual
     references: tuple[Reference, ...]  # hardware to transfer from (empty: none usable)
-    lineage_offset: float  # the lineage's offset, transferred where there is no reference
     blend: float  # the pairwise transfer's weight of the measured ratios (where there are)
     memory_risk: np.ndarray  # what the chance of running out of memory adds to the ranking key
     unseen_type: bool  # no completion of this model type has been learned

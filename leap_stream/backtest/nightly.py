@@ -676,13 +676,13 @@ class NightlyTap:
         if flight.truth is not None and flight.rankings:
             hours = (event["event_time"] - flight.job["event_time"]).total_seconds() / 3600.0
             any_ranking = next(iter(flight.rankings.values()))
-            found = self.decisions.attempt(
+            attempt = self.decisions.attempt(
                 flight.job, flight.truth, flight.positions, any_ranking.eligible, event,
                 max(hours, 0.0),
             )  # fmt: skip
-            if found is not None:
+            if attempt is not None:  # priced once, picked by each ranking
                 for name, ranking in flight.rankings.items():
-                    costs[name] = found[0].pick(ranking)[0]
+                    costs[name] = attempt.pick(ranking)[0]
         c = self._columns
         c["night"].append(flight.night)
         c["done_ms"].append(event["event_time"].timestamp() * 1000.0)

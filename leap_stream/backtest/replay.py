@@ -241,6 +241,8 @@ class _AttemptCosts:
 
     cost: np.ndarray  # USD for the attempt's samples, per catalog type (NaN: cannot run there)
     positions: np.ndarray  # the candidates' catalog positions (-1: not a catalog type)
+    true_cost: np.ndarray  # per candidate (NaN: not a catalog type, or cannot run there)
+    runnable: np.ndarray  # bool per candidate: eligible, and it can run there
     price: np.ndarray  # per device-hour, per catalog type
     devices: int
     fallback: float | None  # what the user asked for (or ran on) costs
@@ -291,9 +293,9 @@ class _Decisions:
         eligible: np.ndarray,
         completed: dict[str, Any],
         hours: float,
-    ) -> tuple[_AttemptCosts, np.ndarray, np.ndarray] | None:
+    ) -> _AttemptCosts | None:
         """The attempt's costs (None: no step count to price, or no eligible candidate can
-        run it), each candidate's true cost, and which of them can run it."""
+        run it)."""
         steps = completed["steps"]
         if steps is None:  # no step count, no samples to price: no decision figures
             return None
@@ -308,9 +310,11 @@ class _Decisions:
             return None
         fallback = self.index.get(job.get("requested_hardware") or completed["hardware_type"], -1)
         fits = fallback >= 0 and np.isfinite(cost[fallback])
-        attempt = _AttemptCosts(
+        return _AttemptCosts(
             cost=cost,
             positions=positions,
+            true_cost=true_cost,
+            runnable=runnable,
             price=self.price,
             devices=job["num_devices"],
             fallback=float(cost[fallback]) if fits else None,
@@ -318,18 +322,16 @@ class _Decisions:
             failed_there=completed["status"] == "failed",
             hours=hours,
         )
-        return attempt, true_cost, runnable
 
     def costs(self, flight: _InFlight, completed: dict[str, Any], hours: float) -> dict[str, Any]:
         """The ``cost_*`` fields of the attempt's outcome (``hours``: how long it ran)."""
         job = flight.job
-        found = self.attempt(
+        attempt = self.attempt(
             job, flight.truth, flight.positions, flight.model.eligible, completed, hours
         )
-        if found is None:
+        if attempt is None:
             return {}
-        attempt, true_cost, runnable = found
-        cost = attempt.cost
+        cost, true_cost, runnable = attempt.cost, attempt.true_cost, attempt.runnable
         cost_model, model_unrunnable = attempt.pick(flight.model)
         cost_lookup, lookup_unrunnable = attempt.pick(flight.lookup)
 

@@ -5,9 +5,9 @@
 with several models (the nightly replay ranks each scored submission with the online model and
 every night's batch model) then reads the lineage's priors, the pairwise transfer's measured
 ratios and spreads and the memory risk once instead of once per model: they are the online
-core's state, the same for every model, and about half of what a ranking costs. The models'
-predictions of the candidates are kept too, so that an ensemble reads its members' rather than
-predicting again.
+core's state, the same for every model. The models' predictions of the candidates are kept too,
+so that an ensemble reads its members' rather than predicting again. Together: the extra
+rankings of the nightly replay cost a third less (docs/nightly.md).
 
 A submission is read right after it is built: it holds views of the core's state at that moment.
 

@@ -401,11 +401,15 @@ def _generate(
     console.print(_fleet_table(stats, out, time.perf_counter() - began))
 
 
-def _nightly_options(nights: int, warmup: int | None, train_days: float | None) -> Any:
+def _nightly_options(
+    nights: int, warmup: int | None, train_days: float | None, fast_forward: bool
+) -> Any:
     """replay --nightly's options."""
     from leap_stream.backtest.nightly import NightlyOptions
 
-    return NightlyOptions(nights=nights, warmup=warmup, train_days=train_days)
+    return NightlyOptions(
+        nights=nights, warmup=warmup, train_days=train_days, fast_forward=fast_forward
+    )
 
 
 def _replay(
@@ -600,6 +604,15 @@ def replay_command(
         ),
     ] = None,
     train_days: TrainDaysOption = None,
+    fast_forward: Annotated[
+        bool,
+        typer.Option(
+            "--fast-forward",
+            help="With --nightly: learn the days before the first retrained night without "
+            "ranking or scoring them; the replay's own figures cover the nights' days only "
+            "(the quick way to ask how nightly retrains do on a long history).",
+        ),
+    ] = False,
     pick_feedback: Annotated[
         bool,
         typer.Option(
@@ -629,8 +642,8 @@ def replay_command(
         problem = "--holdout-hardware needs the in-process core, not --via-kafka"
     elif unknown := [name for name in held if name not in resolved.names]:
         problem = f"--holdout-hardware: not in the catalog: {', '.join(unknown)}"
-    elif (nights, warmup_nights, train_days) != (None, None, None) and not nightly:
-        problem = "--nights, --warmup-nights and --train-days need --nightly"
+    elif not nightly and ((nights, warmup_nights, train_days) != (None,) * 3 or fast_forward):
+        problem = "--nights, --warmup-nights, --train-days and --fast-forward need --nightly"
     elif nightly and (held or via_kafka is not None):
         problem = "--nightly needs the in-process core learning every completion"
     if problem:
@@ -651,7 +664,9 @@ def replay_command(
         held,
         holdout_first,
         lineage_half_life,
-        _nightly_options(nights or NIGHTS, warmup_nights, train_days) if nightly else None,
+        _nightly_options(nights or NIGHTS, warmup_nights, train_days, fast_forward)
+        if nightly
+        else None,
         pick_feedback,
     )
 

@@ -128,6 +128,13 @@ class NightlyOptions:
         Train each night on the completions of its last ``train_days`` days only (None: every
         completion so far). Bounds a night's cost on a long, busy history; the river model
         still starts from the online model, which has seen everything once.
+    fast_forward
+        The replay proper learns the days before the first night (warm-up ones included)
+        without ranking or scoring them, as pass 1 does (:meth:`LeapCore.remember`): its own
+        figures then cover the retrained nights' days only. The nights' models and the online
+        model are the same; what the online core learns from its own rankings (the interval
+        calibration, the fit of its first choices with an oracle) starts at the first night,
+        and the warm-up nights give it time to.
     """
 
     nights: int = 30
@@ -139,6 +146,7 @@ class NightlyOptions:
     boosted_params: Mapping[str, Any] = field(default_factory=lambda: dict(BOOSTED_PARAMS))
     boosted_rounds: int = BOOSTED_ROUNDS
     train_days: float | None = None
+    fast_forward: bool = False
 
     def __post_init__(self) -> None:
         if self.nights < 1:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import gc
 import json
+import math
 import os
 import time
 from collections import Counter, deque
@@ -470,6 +471,9 @@ class _Session:
         self.withheld = 0  # completions not learned from because of the holdout
         # replay --nightly: ranks the scored days again with each night's batch models
         self.tap: NightlyTap | None = None
+        # submissions before this time (ms) are learned from, not ranked or scored
+        self.learn_until = -math.inf
+        self.fast_forwarded = 0
 
     def submitted(self, event: dict[str, Any], record: dict[str, Any] | None = None) -> None:
         """Rank a submission with both predictors; keep it until its attempt completes.
@@ -480,9 +484,13 @@ class _Session:
         """
         core = self.core
         when = event["event_time"]
+        now = when.timestamp() * 1000.0
         if when.date() != self._day:  # once a day: forget idle lineages
             self._day = when.date()
-            self.forgotten += core.evict_idle_lineages(when.timestamp() * 1000.0)
+            self.forgotten += core.evict_idle_lineages(now)
+        if now < self.learn_until:
+            self._learn_only(event)
+            return
         check = core.rules.check(event)
         submission = core.submission(event, check)
         model_ranking = core.rank(submission)
@@ -502,6 +510,15 @@ class _Session:
         )
         if self.tap is not None:
             self.tap.submitted(core, submission, truth)
+
+    def _learn_only(self, event: dict[str, Any]) -> None:
+        """Remember a submission for its completion to teach both predictors, unranked and
+        unscored (a fast-forward: :class:`~leap_stream.backtest.nightly.NightlyOptions`)."""
+        self.core.remember(event)
+        self.lookup.remember(event)
+        if self.truths is not None:  # its oracle rows are passed over, in step
+            self.truths.take(event["job_id"], self.rejected - self.truths.skipped)
+        self.fast_forwarded += 1
 
     def _pick_fit(self, flight: _InFlight) -> None:
         """Tell the core whether its first choice would have fit in memory (the oracle's say).
@@ -640,6 +657,8 @@ def replay(
             if run is not None:  # pass 1: the nights' snapshots, handed to the pool
                 run.prepare()
                 session.tap = run.make_tap(session.core)
+                if nightly is not None and nightly.fast_forward:
+                    session.learn_until = run.cutoff_ms[0]
                 began = time.perf_counter()  # the replay's own speed, as without
             bar = None if run is None else run.progress  # pass 1 may still be running
             events = _events_with_progress(history, batch_rows, progress, rejects, bar)
@@ -670,6 +689,11 @@ def replay(
         "lineages_forgotten": session.forgotten,
     }
     summary["rejects"] = quarantine.summary()
+    if run is not None and session.fast_forwarded:
+        summary["fast_forward"] = {
+            "until": run.cutoffs[0].isoformat(),
+            "submissions": session.fast_forwarded,
+        }
     if holdout:
         summary["holdout"] = {
             "hardware": holdout,

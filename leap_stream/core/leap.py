@@ -745,7 +745,7 @@ class LookupRanker:
         predicted = self.table.predict_many(
             event["model_type"], check.names, event["num_devices"], index
         )
-        self.pending[event["job_id"]] = {"model_type": event["model_type"]}
+        self.remember(event)
         return rank_candidates(
             job_id=event["job_id"],
             lineage_id=event["lineage_id"],
@@ -761,6 +761,10 @@ class LookupRanker:
             price=np.where(known, self.hw.price_per_device_hour[positions], np.nan),
             source=_LOOKUP_SOURCE[np.zeros(len(check.names), dtype=np.int64)],
         )
+
+    def remember(self, event: dict[str, Any]) -> None:
+        """Remember a submission for its completion without ranking it."""
+        self.pending[event["job_id"]] = {"model_type": event["model_type"]}
 
     def on_completed(self, event: dict[str, Any]) -> bool:
         """Add a succeeded attempt's measured throughput to the table."""

@@ -390,10 +390,12 @@ class BoostedModel:
         self.seen, self.seen_by_family = training.seen(len(encoder.names))
         # per job configuration: the efficiency predicted on every catalog type (see prime)
         self.predictions: dict[tuple[Any, ...], np.ndarray] = {}
+        self._columns: dict[tuple[str, str, str, str], np.ndarray | None] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # LightGBM's own text format: exact, and readable by any LightGBM of that version
-        state = {k: v for k, v in self.__dict__.items() if k not in ("predictions", "booster")}
+        caches = ("predictions", "booster", "_columns")
+        state = {k: v for k, v in self.__dict__.items() if k not in caches}
         return {**state, "booster": self.booster.model_to_string()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -402,6 +404,7 @@ class BoostedModel:
         self.__dict__.update(state)
         self.booster = lightgbm.Booster(model_str=state["booster"])
         self.predictions = {}
+        self._columns = {}
 
     @staticmethod
     def _key(job: JobFeatures) -> tuple[Any, ...]:
@@ -423,11 +426,63 @@ class BoostedModel:
         if len(self.predictions) + len(todo) > _CACHE_LIMIT:
             self.predictions.clear()
         n = len(self.encoder.names)
-        pair = self.encoder.pair
-        matrix = self.vectoriser.rows(pair(job, p) for job in todo.values() for p in range(n))
-        predicted = self.booster.predict(matrix).reshape(len(todo), n)
+        predicted = self.booster.predict(self.every_type_rows(todo.values())).reshape(len(todo), n)
         for key, row in zip(todo, predicted, strict=True):
             self.predictions[key] = row
+
+    def every_type_rows(self, jobs: Iterable[JobFeatures]) -> scipy.sparse.csr_matrix:
+        """The sparse rows of each job's pairs with every catalog type, job by job: the
+        vectoriser's rows of their :meth:`FeatureEncoder.pair` dicts, entry for entry, built from
+        the encoder's arrays (a day's configurations are a million pairs or more)."""
+        import scipy.sparse
+
+        encoder = self.encoder
+        n = len(encoder.names)
+        indices: list[np.ndarray] = []
+        values: list[np.ndarray] = []
+        lengths: list[np.ndarray] = []
+        for job in jobs:
+            columns = self._pair_columns(job)
+            if columns is None:  # a name repeats: a dict keeps one of them, so go through dicts
+                rows = self.vectoriser.rows(encoder.pair(job, p) for p in range(n))
+                indices.append(rows.indices)
+                values.append(rows.data)
+                lengths.append(np.diff(rows.indptr))
+                continue
+            # pair_values' order: shared, the one-hots (ones), numeric, the device count
+            shared = len(job.shared_names)
+            numeric = encoder.numeric(job)
+            onehots = columns.shape[1] - shared - len(numeric) - 1
+            x = np.empty(columns.shape)
+            x[:, :shared] = job.shared_values
+            x[:, shared : shared + onehots] = 1.0
+            x[:, shared + onehots : -1] = numeric.T
+            x[:, -1] = job.log_devices
+            keep = (columns >= 0) & (x != 0)  # zeros stay implicit, as in river's updates
+            indices.append(columns[keep])
+            values.append(x[keep])
+            lengths.append(keep.sum(axis=1))
+        indptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths))])
+        return scipy.sparse.csr_matrix(
+            (np.concatenate(values), np.concatenate(indices).astype(np.int32), indptr),
+            shape=(len(indptr) - 1, len(self.vectoriser.vocabulary)),
+        )
+
+    def _pair_columns(self, job: JobFeatures) -> np.ndarray | None:
+        """Per catalog type, the vocabulary column of each of the pair's feature names (-1:
+        not in it), in :meth:`FeatureEncoder.pair_names` order; None when a name repeats."""
+        if job.key not in self._columns:
+            vocabulary = self.vectoriser.vocabulary
+            names = [self.encoder.pair_names(job, p) for p in range(len(self.encoder.names))]
+            repeats = any(len(set(each)) < len(each) for each in names)
+            self._columns[job.key] = (
+                None
+                if repeats
+                else np.array(
+                    [[vocabulary.get(name, -1) for name in each] for each in names], dtype=np.int32
+                )
+            )
+        return self._columns[job.key]
 
     def predict_many(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
         """log throughput of ``job`` on each catalog position in ``positions`` (None: all)."""

@@ -159,6 +159,22 @@ def test_boosted_model_learns_and_reads_like_a_throughput_model(encoder: Feature
         boosted.learn_one(job, 0, 1.0)
 
 
+def test_every_type_rows_are_the_vectorised_pair_dicts(encoder: FeatureEncoder) -> None:
+    training = TrainingSet.from_examples(_examples(encoder, 300), encoder.hw.index)
+    boosted = train_boosted(training, encoder, rounds=10)
+    # a job the model never saw (its one-hots are not in the vocabulary) and a single device
+    # (a zero value, left implicit)
+    unseen = {**JOBS[0], "model_type": "never-seen", "num_devices": 1}
+    jobs = [encoder.job(job) for job in [*JOBS, unseen]]
+    n = len(encoder.names)
+    expected = boosted.vectoriser.rows(encoder.pair(job, p) for job in jobs for p in range(n))
+    got = boosted.every_type_rows(jobs)
+    assert got.shape == expected.shape == (len(jobs) * n, len(boosted.vectoriser.vocabulary))
+    assert got.nnz < len(jobs) * n * len(encoder.pair_names(jobs[0], 0))  # some entries left out
+    for attribute in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(got, attribute), getattr(expected, attribute))
+
+
 def test_boosted_model_pickles_to_the_same_predictions(encoder: FeatureEncoder) -> None:
     training = TrainingSet.from_examples(_examples(encoder, 600), encoder.hw.index)
     boosted = train_boosted(training, encoder, rounds=100)

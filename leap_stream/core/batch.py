@@ -435,7 +435,7 @@ class BoostedModel:
     def every_type_rows(self, jobs: Iterable[JobFeatures]) -> scipy.sparse.csr_matrix:
         """The sparse rows of each job's pairs with every catalog type, job by job: the
         vectoriser's rows of their :meth:`FeatureEncoder.pair` dicts, entry for entry, built from
-        the encoder's arrays (a day's configurations are a million pairs or more)."""
+        the encoder's arrays (a day's configurations make hundreds of thousands of pairs)."""
         import scipy.sparse
 
         encoder = self.encoder

@@ -68,6 +68,7 @@ __all__ = [
     "probe_predictions",
     "train_boosted",
     "train_river",
+    "training_rows",
 ]
 
 # Passes of the river model over its snapshot, in time order. One pass reproduces the online
@@ -529,16 +530,71 @@ def train_boosted(
     if len(training) == 0:
         raise ValueError("an empty snapshot: nothing to train a boosted model on")
     jobs = _job_features(encoder, training)
-    configs = training.config.tolist()
-    positions = training.position.tolist()
-    dicts = [encoder.pair(jobs[c], p) for c, p in zip(configs, positions, strict=True)]
-    vectoriser = _Vectoriser.fit(dicts)
-    baseline = np.array(
-        [encoder.baseline(jobs[c])[p] for c, p in zip(configs, positions, strict=True)]
-    )
-    data = lightgbm.Dataset(vectoriser.rows(dicts), training.target - baseline, free_raw_data=True)
+    vocabulary, rows = training_rows(training, encoder, jobs)
+    baselines = np.array([encoder.baseline(job) for job in jobs])
+    target = training.target - baselines[training.config, training.position]
+    data = lightgbm.Dataset(rows, target, free_raw_data=True)
     booster = lightgbm.train(dict(params or BOOSTED_PARAMS), data, num_boost_round=rounds)
-    return BoostedModel(encoder, booster, vectoriser.vocabulary, training)
+    return BoostedModel(encoder, booster, vocabulary, training)
+
+
+def training_rows(
+    training: TrainingSet, encoder: FeatureEncoder, jobs: Sequence[JobFeatures] | None = None
+) -> tuple[dict[str, int], scipy.sparse.csr_matrix]:
+    """The vocabulary and sparse rows LightGBM trains on: the vectoriser fitted on, and applied
+    to, each example's :meth:`FeatureEncoder.pair` dict, entry for entry, built once per
+    distinct (configuration, hardware) pair (a night's window repeats most of them).
+
+    ``jobs``: the configurations' features, if already encoded.
+    """
+    import scipy.sparse
+
+    jobs = _job_features(encoder, training) if jobs is None else jobs
+    n = len(encoder.names)
+    pairs, first, inverse = np.unique(
+        training.config * n + training.position, return_index=True, return_inverse=True
+    )
+    vocabulary: dict[str, int] = {}
+    # a pair's names depend on its job's key and position only: numbered when first seen
+    named: dict[tuple[tuple[str, str, str, str], int], np.ndarray] = {}
+    columns: list[np.ndarray] = [np.empty(0, np.int32)] * len(pairs)
+    values: list[np.ndarray] = [np.empty(0)] * len(pairs)
+    for u in np.argsort(first, kind="stable").tolist():  # in the order pairs first appear
+        config, position = divmod(int(pairs[u]), n)
+        job = jobs[config]
+        numbered = named.get((job.key, position))
+        if numbered is None:
+            names = encoder.pair_names(job, position)
+            if len(set(names)) < len(names):  # a dict keeps one of a repeated name: use them
+                return _dict_rows(training, encoder, jobs)
+            numbered = named[(job.key, position)] = np.array(
+                [vocabulary.setdefault(name, len(vocabulary)) for name in names], np.int32
+            )
+        x = np.array(encoder.pair_values(job, position))
+        nonzero = x != 0  # zeros stay implicit, as in river's updates
+        columns[u], values[u] = numbered[nonzero], x[nonzero]
+    # each example's row is its pair's: gather the pairs' entries in example order
+    lengths = np.array([len(each) for each in columns], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    per_example = lengths[inverse]
+    indptr = np.concatenate([[0], np.cumsum(per_example)])
+    take = np.repeat(starts[inverse] - indptr[:-1], per_example) + np.arange(indptr[-1])
+    flat_columns, flat_values = np.concatenate(columns), np.concatenate(values)
+    return vocabulary, scipy.sparse.csr_matrix(
+        (flat_values[take], flat_columns[take], indptr), shape=(len(training), len(vocabulary))
+    )
+
+
+def _dict_rows(
+    training: TrainingSet, encoder: FeatureEncoder, jobs: Sequence[JobFeatures]
+) -> tuple[dict[str, int], scipy.sparse.csr_matrix]:
+    """:func:`training_rows` through one feature dict per example."""
+    dicts = [
+        encoder.pair(jobs[c], p)
+        for c, p in zip(training.config.tolist(), training.position.tolist(), strict=True)
+    ]
+    vectoriser = _Vectoriser.fit(dicts)
+    return vectoriser.vocabulary, vectoriser.rows(dicts)
 
 
 def feature_fingerprint(encoder: FeatureEncoder) -> str:

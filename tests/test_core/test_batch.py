@@ -16,10 +16,12 @@ from leap_stream.core import LeapCore
 from leap_stream.core.batch import (
     BoostedModel,
     TrainingSet,
+    _Vectoriser,
     feature_fingerprint,
     probe_predictions,
     train_boosted,
     train_river,
+    training_rows,
 )
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.events import job_config
@@ -173,6 +175,25 @@ def test_every_type_rows_are_the_vectorised_pair_dicts(encoder: FeatureEncoder) 
     assert got.nnz < len(jobs) * n * len(encoder.pair_names(jobs[0], 0))  # some entries left out
     for attribute in ("indptr", "indices", "data"):
         np.testing.assert_array_equal(getattr(got, attribute), getattr(expected, attribute))
+
+
+def test_training_rows_are_the_vectorised_pair_dicts(encoder: FeatureEncoder) -> None:
+    examples = _examples(encoder, 300)
+    for example in examples[::7]:  # single devices: a zero value, left implicit
+        example["job"] = {**example["job"], "num_devices": 1}
+    training = TrainingSet.from_examples(examples, encoder.hw.index)
+    dicts = [
+        encoder.pair(encoder.job(training.configs[c]), p)
+        for c, p in zip(training.config.tolist(), training.position.tolist(), strict=True)
+    ]
+    expected = _Vectoriser.fit(dicts)
+    vocabulary, rows = training_rows(training, encoder)
+    assert list(vocabulary.items()) == list(expected.vocabulary.items())  # numbered alike
+    reference = expected.rows(dicts)
+    assert rows.shape == reference.shape == (300, len(vocabulary))
+    assert rows.nnz < sum(map(len, dicts))  # some entries left out
+    for attribute in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(rows, attribute), getattr(reference, attribute))
 
 
 def test_boosted_model_pickles_to_the_same_predictions(encoder: FeatureEncoder) -> None:

@@ -309,7 +309,6 @@ def train_river(
             f"{len(training)}: it is not the first pass over this snapshot"
         )
     model = start if start is not None else ThroughputModel(encoder)
-    counts = None
     folded: TrainingSet | None = None
     for n in range(0 if start is None else 1, passes):
         examples = training if n == 0 or later is None else later
@@ -318,20 +317,11 @@ def train_river(
             rows = list(zip(examples.config.tolist(), examples.position.tolist(),
                             examples.target.tolist(), strict=True))  # fmt: skip
             folded = examples
+        # later passes see each example again: it counts once, as in the online model
+        count = n == 0
         for config, position, target in rows:
-            model.learn_one(jobs[config], position, target)
-        if n == 0:
-            counts = _counts(model)
-    if counts is None:
-        counts = _counts(model)
-    # later passes saw each example again: count it once, as the online model does
-    model.learned, model.seen, model.seen_by_family = counts
+            model.learn_one(jobs[config], position, target, count=count)
     return model
-
-
-def _counts(model: ThroughputModel) -> tuple[int, np.ndarray, dict[str, np.ndarray]]:
-    by_family = {family: seen.copy() for family, seen in model.seen_by_family.items()}
-    return model.learned, model.seen.copy(), by_family
 
 
 class _Vectoriser:

@@ -101,10 +101,11 @@ def test_more_passes_from_the_online_model_equal_more_passes_from_scratch(
     one = train_river(training, encoder, passes=1)
     assert not np.array_equal(_predictions(scratch, encoder), _predictions(one, encoder))
     # counts are of one pass: they decide cold starts and the ranking's risk charge
-    assert scratch.learned == len(training)
-    np.testing.assert_array_equal(scratch.seen, one.seen)
-    for family, seen in one.seen_by_family.items():
-        np.testing.assert_array_equal(scratch.family_seen(family), seen)
+    for model in (scratch, warm):
+        assert model.learned == len(training)
+        np.testing.assert_array_equal(model.seen, one.seen)
+        for family, seen in one.seen_by_family.items():
+            np.testing.assert_array_equal(model.family_seen(family), seen)
     with pytest.raises(ValueError, match="not the first pass"):
         train_river(training, encoder, passes=2, start=ThroughputModel(encoder))
 
@@ -129,6 +130,11 @@ def test_later_passes_over_a_window_learn_only_its_examples(encoder: FeatureEnco
     everything = train_river(training, encoder, passes=2)
     assert not np.array_equal(_predictions(windowed, encoder), _predictions(everything, encoder))
     assert windowed.learned == len(training)  # what it has seen once: every example
+    warm = train_river(
+        training, encoder, passes=3, start=train_river(training, encoder), later=window
+    )
+    assert warm.learned == len(training)
+    np.testing.assert_array_equal(warm.seen, train_river(training, encoder, passes=1).seen)
 
 
 def test_boosted_model_learns_and_reads_like_a_throughput_model(encoder: FeatureEncoder) -> None:

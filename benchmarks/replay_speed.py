@@ -42,6 +42,7 @@ from leap_stream.core.catalog import default_catalog
 from leap_stream.core.eligibility import EligibilityRules
 from leap_stream.core.features import FeatureEncoder
 from leap_stream.core.model import ThroughputModel
+from leap_stream.runtime import tune_gc
 
 # (label, owner, attribute, parent label or None): each step of the replay loop that gets timed.
 # A child's time is inside its parent's (rank_candidates: inside both rankers' on_submitted;
@@ -204,7 +205,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--no-oracle", dest="oracle", action="store_false", help="replay without the oracle"
     )
+    parser.add_argument(
+        "--default-gc",
+        dest="tune_gc",
+        action="store_false",
+        help="keep CPython's default garbage collector thresholds (the CLI's: leap_stream.runtime)",
+    )
     args = parser.parse_args(argv)
+    if args.tune_gc:  # as the leap-stream command does
+        tune_gc()
     with tempfile.TemporaryDirectory(prefix="leap-replay-speed-") as tmp:
         fleet = args.fleet or Path(tmp, "fleet")
         ensure_fleet(fleet, args.days, args.jobs_per_day, args.seed)

@@ -29,6 +29,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from leap_stream.core.priors import HALF_LIFE_DAYS
+from leap_stream.runtime import tune_gc
 from leap_stream.streaming.cli import CatalogOption, LineageHalfLife
 from leap_stream.streaming.cli import register as register_streaming_commands
 
@@ -51,6 +52,14 @@ history_app = typer.Typer(
     help="Check and convert history (or oracle) files: .parquet, .csv, .avro.",
     no_args_is_help=True,
 )
+
+
+@app.callback()
+def _tune_runtime() -> None:
+    """Before any command: the interpreter settings for long runs (leap_stream.runtime)."""
+    tune_gc()
+
+
 app.add_typer(import_app, name="import")
 app.add_typer(history_app, name="history")
 register_streaming_commands(app)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from pathlib import Path
@@ -12,6 +13,7 @@ from realdata_paths import MLPERF_CSV as REAL_MLPERF_CSV
 from typer.testing import CliRunner
 
 from leap_stream import cli
+from leap_stream.runtime import GC_THRESHOLDS
 
 runner = CliRunner()
 
@@ -155,6 +157,17 @@ def test_history_convert_round_trips_and_validate_counts(fleet: Path, tmp_path: 
     assert result.exit_code == 0, result.output
     assert "valid" in result.output
     assert f"{rows:,}" in result.output
+
+
+def test_a_command_runs_with_the_collector_tuned_for_long_runs(fleet: Path) -> None:
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)  # CPython's defaults
+    try:
+        result = runner.invoke(cli.app, ["history", "validate", str(fleet / "history.parquet")])
+        assert result.exit_code == 0, result.output
+        assert gc.get_threshold() == GC_THRESHOLDS != (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
 
 
 def test_history_validate_names_the_row_and_column_of_a_broken_csv(

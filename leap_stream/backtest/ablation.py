@@ -40,6 +40,7 @@ from leap_stream.backtest.report import blank_figure, embedded, html_page
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.inputs import INPUT_GROUPS
 from leap_stream.core.priors import HALF_LIFE_DAYS
+from leap_stream.runtime import tune_gc
 
 __all__ = [
     "LOOKUP_TABLE",
@@ -153,7 +154,7 @@ def ablate(
         elif todo:
             context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
             pool = min(workers, len(todo))
-            with ProcessPoolExecutor(pool, mp_context=context) as executor:
+            with ProcessPoolExecutor(pool, mp_context=context, initializer=tune_gc) as executor:
                 futures = [executor.submit(_replay_variant, v, *args) for v in todo]
                 for future in as_completed(futures):
                     name, summary = future.result()

@@ -68,6 +68,7 @@ from leap_stream.core.promotion import Decision, PromotionRule
 from leap_stream.core.ranking import SOURCES, Ranking
 from leap_stream.core.submission import Submission
 from leap_stream.data.history import read_history_batches
+from leap_stream.runtime import tune_gc
 
 __all__ = [
     "CANDIDATES",
@@ -339,6 +340,7 @@ def _online_file(work: Path, k: int) -> Path:
 def _run_pass(task: _SnapshotPass, messages: Any) -> None:
     """Pass 1 in a child process: every outcome, an error included, goes to ``messages``."""
     parent = os.getppid()
+    tune_gc()
 
     def put(message: tuple[Any, ...]) -> None:
         if os.getppid() != parent:  # the replay was killed: nobody will read the nights
@@ -451,7 +453,7 @@ class NightlyRun:
                 task.run(self._hear)
             return
         context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
-        self._executor = ProcessPoolExecutor(self.workers, mp_context=context)
+        self._executor = ProcessPoolExecutor(self.workers, mp_context=context, initializer=tune_gc)
         messages = context.Queue()
         self._pass = context.Process(target=_run_pass, args=(task, messages), daemon=True)
         self._pass.start()

@@ -4,11 +4,12 @@ A replay allocates a few dicts and small arrays for every event and keeps millio
 long-lived objects (the lineages' priors, the pending submissions, the snapshots' examples).
 At CPython's default thresholds, (700, 10, 10), the cyclic garbage collector then runs a young
 collection every 700 allocations of containers, a middle one every 10 of those, and a full one,
-which walks every live object, each time the long-lived heap has grown by a quarter. Measured on this project's fleets (learn-only passes, beside
-other work): 11% to 12% of the CPU in the collector itself (``gc.callbacks``), 2% with the
-thresholds below; 18.7 -> 15.3 CPU seconds on a 3-day fleet of 30,000 jobs a day, 56.5 -> 42.5
-on the 60-day fleet. Memory does not grow: the replay's objects leave almost no cyclic garbage
-(15 objects collected over the 3-day pass), and its peak RSS stays the same (575 and 572 MB).
+which walks every live object, each time the long-lived heap has grown by a quarter. Measured on
+this project's fleets (learn-only passes, beside other work): 11% to 12% of the CPU in the
+collector itself (``gc.callbacks``), 2% with the thresholds below; 18.7 -> 15.3 CPU seconds on a
+3-day fleet of 30,000 jobs a day, 56.5 -> 42.5 on the 60-day fleet. Memory does not grow: the
+replay's objects leave almost no cyclic garbage (15 objects collected over the 3-day pass), and
+its peak RSS stays the same (575 and 572 MB).
 
 The command line applies this to its own process (:func:`leap_stream.cli.app`'s callback) and
 the processes it starts (the nightly pass 1 and training pool, the ablation pool) apply it as

@@ -569,7 +569,8 @@ def training_rows(
     per_example = lengths[inverse]
     indptr = np.concatenate([[0], np.cumsum(per_example)])
     take = np.repeat(starts[inverse] - indptr[:-1], per_example) + np.arange(indptr[-1])
-    flat_columns, flat_values = np.concatenate(columns), np.concatenate(values)
+    flat_columns = np.concatenate([np.empty(0, np.int32), *columns])
+    flat_values = np.concatenate([np.empty(0), *values])
     return vocabulary, scipy.sparse.csr_matrix(
         (flat_values[take], flat_columns[take], indptr), shape=(len(training), len(vocabulary))
     )

@@ -131,7 +131,7 @@ def test_later_passes_over_a_window_learn_only_its_examples(encoder: FeatureEnco
     assert not np.array_equal(_predictions(windowed, encoder), _predictions(everything, encoder))
     assert windowed.learned == len(training)  # what it has seen once: every example
     warm = train_river(
-        training, encoder, passes=3, start=train_river(training, encoder), later=window
+        training, encoder, passes=3, start=train_river(training, encoder, passes=1), later=window
     )
     assert warm.learned == len(training)
     np.testing.assert_array_equal(warm.seen, train_river(training, encoder, passes=1).seen)

@@ -41,9 +41,9 @@ from leap_stream.backtest.retrain import replay_snapshots
 from leap_stream.core.batch import TrainingSet
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.ensemble import ENSEMBLE
-from leap_stream.runtime import GC_THRESHOLDS
 from leap_stream.core.promotion import PromotionRule
 from leap_stream.data.fleet import FleetConfig
+from leap_stream.runtime import GC_THRESHOLDS
 
 NIGHTS = 2
 WARMUP = 1  # one night before the counted ones, for the rule to read

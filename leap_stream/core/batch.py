@@ -52,7 +52,7 @@ import numpy as np
 
 from leap_stream.core.events import JOB_CONFIG_FIELDS
 from leap_stream.core.features import FeatureEncoder, JobFeatures
-from leap_stream.core.model import ThroughputModel
+from leap_stream.core.model import PreparedPair, ThroughputModel
 
 if TYPE_CHECKING:
     import lightgbm
@@ -317,10 +317,18 @@ def train_river(
             rows = list(zip(examples.config.tolist(), examples.position.tolist(),
                             examples.target.tolist(), strict=True))  # fmt: skip
             folded = examples
-        # later passes see each example again: it counts once, as in the online model
-        count = n == 0
+            prepared: dict[tuple[int, int], PreparedPair] = {}
+        if n == 0:
+            for config, position, target in rows:
+                model.learn_one(jobs[config], position, target)
+            continue
+        # later passes see each example again: it counts once, as in the online model; what a
+        # step reads of a pair besides the weights never changes, so it is prepared once
         for config, position, target in rows:
-            model.learn_one(jobs[config], position, target, count=count)
+            pair = prepared.get((config, position))
+            if pair is None:
+                pair = prepared[config, position] = model.prepare(jobs[config], position)
+            model.learn_prepared(pair, target)
     return model
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import collections
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from river import linear_model, optim, utils
@@ -43,7 +43,7 @@ from leap_stream.core.features import (
     RecentCache,
 )
 
-__all__ = ["ThroughputModel"]
+__all__ = ["PreparedPair", "ThroughputModel"]
 
 # AdaGrad gives every one-hot its own step size: rare hardware and model types learn as fast as
 # the common ones, which plain SGD starves.
@@ -67,6 +67,15 @@ _PERSISTED = ("encoder", "learned", "seen", "seen_by_family", "_column", "_mirro
               "_device_columns", "slope_range")  # fmt: skip
 # A model type's own slope with no range (a pickle from before ranges were kept) is not clipped.
 _UNBOUNDED = (-math.inf, math.inf)
+
+
+class PreparedPair(NamedTuple):
+    """One (job, hardware) pair as a learning step reads it (:meth:`ThroughputModel.prepare`)."""
+
+    columns: np.ndarray  # the features' weight columns, in river's order
+    values: list[float]  # their values (a zero is skipped, as river never sees it)
+    baseline: float  # subtracted from the target: the model learns the rest
+    slopes: list[tuple[int, float]]  # (column, value) of the model type's own slopes
 
 
 class ThroughputModel:
@@ -298,20 +307,41 @@ class ThroughputModel:
         """
         if not math.isfinite(log_throughput):
             return
+        self.learn_prepared(self.prepare(job, position), log_throughput)
+        if not count:
+            return
+        self.learned += 1
+        self.seen[position] += 1
+        self.family_seen(job.family)[position] += 1
+
+    def prepare(self, job: JobFeatures, position: int) -> PreparedPair:
+        """What a step on the (job, hardware) pair reads besides the weights: its features'
+        columns and values, the baseline, the model type's own slopes. A pass over a snapshot
+        repeats pairs, and prepares each once (:func:`leap_stream.core.batch.train_river`)."""
         pair = self._pair_columns.get((job.key, position))
         columns, take = pair or self._pair_columns_of(job, position)
         x = self.encoder.pair_values(job, position)
-        if take is not None:
+        slopes: list[tuple[int, float]] = []
+        if take is None:  # (else the names repeat, and none does today)
+            slopes = list(zip(columns[PAIR_TYPE_SLOPES].tolist(), x[PAIR_TYPE_SLOPES], strict=True))
+        else:
             x = [x[i] for i in take]
-        weights = self._mirror[columns].tolist()
-        sums = self._g2[columns].tolist()
         encoder = self.encoder
         baseline = (
             encoder.log_peak_by_precision[job.precision_index, position] + job.log_scale
             if encoder.roofline
             else 0.0
         )
-        target = log_throughput - float(baseline)
+        return PreparedPair(columns, x, float(baseline), slopes)
+
+    def learn_prepared(self, pair: PreparedPair, log_throughput: float) -> None:
+        """:meth:`learn_one`'s step on a prepared pair, counting nothing (a later pass)."""
+        if not math.isfinite(log_throughput):
+            return
+        columns, x = pair.columns, pair.values
+        weights = self._mirror[columns].tolist()
+        sums = self._g2[columns].tolist()
+        target = log_throughput - pair.baseline
         # River is fed the nonzero features only: a zero has a zero gradient, and it stays out
         # of river's weights. The loss gradient: 2 (prediction - target), the dot product summed
         # in the dict's order, clipped.
@@ -333,23 +363,15 @@ class ThroughputModel:
                 weights[i] -= lr / (g2 + eps) ** 0.5 * g
         self._g2[columns] = sums  # the zeros' entries go back unchanged
         self._mirror[columns] = weights
-        if take is None:  # (else the names repeat, and none does today)
-            ranges = self.slope_range
-            for column, value in zip(
-                columns[PAIR_TYPE_SLOPES].tolist(), x[PAIR_TYPE_SLOPES], strict=True
-            ):
-                bounds = ranges.get(column)
-                if bounds is None:
-                    ranges[column] = (value, value)
-                elif not bounds[0] <= value <= bounds[1]:
-                    ranges[column] = (min(bounds[0], value), max(bounds[1], value))
+        ranges = self.slope_range
+        for column, value in pair.slopes:
+            bounds = ranges.get(column)
+            if bounds is None:
+                ranges[column] = (value, value)
+            elif not bounds[0] <= value <= bounds[1]:
+                ranges[column] = (min(bounds[0], value), max(bounds[1], value))
         self._iterations += 1
         self._river_stale = True
-        if not count:
-            return
-        self.learned += 1
-        self.seen[position] += 1
-        self.family_seen(job.family)[position] += 1
 
     def family_seen(self, family: str) -> np.ndarray:
         """Observations of each hardware type for ``family`` (a live array: do not modify)."""

@@ -315,6 +315,35 @@ def test_a_second_pass_learns_as_river_does_and_counts_once(model: ThroughputMod
     assert sum(seen.sum() for seen in model.seen_by_family.values()) == 10
 
 
+def test_a_prepared_pair_learns_as_river_does_pass_after_pass(hw_catalog: Catalog) -> None:
+    # the batch refit prepares each pair once and steps on it in every later pass
+    encoder = FeatureEncoder(HardwareArrays.from_catalog(hw_catalog))
+    rng = np.random.default_rng(11)
+    prepared_model, plain, river = (
+        ThroughputModel(encoder),
+        ThroughputModel(encoder),
+        _river_reference(),
+    )
+    jobs = _random_jobs(plain, rng, 25)
+    examples = [
+        (job, position, float(encoder.baseline(job)[position] + rng.normal(-1.0, 0.5)))
+        for job in jobs
+        for position in rng.integers(len(encoder.hw), size=3).tolist()
+    ]
+    assert any(0.0 in encoder.pair_values(job, p) for job, p, _ in examples)  # zeros stay out
+    pairs = [prepared_model.prepare(job, position) for job, position, _ in examples]
+    for _ in range(3):
+        for (job, position, target), pair in zip(examples, pairs, strict=True):
+            prepared_model.learn_prepared(pair, target)
+            plain.learn_one(job, position, target, count=False)
+            _river_learn(river, plain, job, position, target)
+    assert prepared_model.regressor._weights.to_dict() == river._weights.to_dict()
+    assert prepared_model.regressor.optimizer.g2 == river.optimizer.g2
+    assert prepared_model.regressor.intercept == river.intercept
+    assert prepared_model.slope_range == plain.slope_range != {}
+    assert prepared_model.learned == 0  # a later pass counts nothing
+
+
 def test_a_restored_model_keeps_learning_as_river_does(model: ThroughputModel) -> None:
     # a pickle carries river's regressor (weights, intercept, AdaGrad's sums): the learner
     # restarts from it, so the copy and river go on learning alike

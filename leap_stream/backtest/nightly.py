@@ -74,7 +74,6 @@ __all__ = [
     "CANDIDATES",
     "MODELS",
     "NIGHTLY_FILE",
-    "TRAINER_NICENESS",
     "NightlyOptions",
     "NightlyRun",
     "machine_cores",
@@ -92,10 +91,6 @@ _DAY_MS = 86_400_000.0
 _SOURCES = SOURCES[:4]  # the online core's own; the lookup's is its name
 _WITHIN_10 = np.float32(0.10)
 _WITHIN_20 = np.float32(0.20)
-# The pool's workers run at this niceness: the replay proper is the run's critical path and waits
-# for a night only when it gets there first (then sleeping, it leaves the pool its core), so with
-# fewer cores than processes it should not share one with training.
-TRAINER_NICENESS = 19
 
 
 def machine_cores() -> int:
@@ -342,13 +337,6 @@ def _online_file(work: Path, k: int) -> Path:
     return work / f"online-{k:03d}.pkl"
 
 
-def _start_trainer() -> None:
-    """The pool's initializer: the collector tuned, the priority lowered (Unix only)."""
-    tune_gc()
-    if hasattr(os, "nice"):
-        os.nice(TRAINER_NICENESS)
-
-
 def _run_pass(task: _SnapshotPass, messages: Any) -> None:
     """Pass 1 in a child process: every outcome, an error included, goes to ``messages``."""
     parent = os.getppid()
@@ -465,9 +453,7 @@ class NightlyRun:
                 task.run(self._hear)
             return
         context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
-        self._executor = ProcessPoolExecutor(
-            self.workers, mp_context=context, initializer=_start_trainer
-        )
+        self._executor = ProcessPoolExecutor(self.workers, mp_context=context, initializer=tune_gc)
         messages = context.Queue()
         self._pass = context.Process(target=_run_pass, args=(task, messages), daemon=True)
         self._pass.start()

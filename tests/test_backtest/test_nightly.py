@@ -6,9 +6,7 @@ the command line runs the same through the process pool and must give the same t
 
 from __future__ import annotations
 
-import gc
 import json
-import os
 import pickle
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -27,7 +25,6 @@ from leap_stream.backtest.nightly import (
     CANDIDATES,
     MODELS,
     NIGHTLY_FILE,
-    TRAINER_NICENESS,
     NightlyOptions,
     NightlyRun,
     NightTask,
@@ -43,7 +40,6 @@ from leap_stream.core.catalog import Catalog
 from leap_stream.core.ensemble import ENSEMBLE
 from leap_stream.core.promotion import PromotionRule
 from leap_stream.data.fleet import FleetConfig
-from leap_stream.runtime import GC_THRESHOLDS
 
 NIGHTS = 2
 WARMUP = 1  # one night before the counted ones, for the rule to read
@@ -387,20 +383,6 @@ def test_a_pass_that_stops_is_reported_where_the_replay_waits(
         run._pass.kill()  # as the kernel's out-of-memory killer would
         with pytest.raises(RuntimeError, match="pass 1 stopped"):
             run.result(0)
-    finally:
-        run.close()
-
-
-@pytest.mark.skipif(not hasattr(os, "nice"), reason="process priority is a Unix call")
-def test_the_pools_workers_train_at_a_lower_priority_than_the_replay(
-    fleet: Path, hw_catalog: Catalog
-) -> None:
-    run = NightlyRun(fleet / "history.parquet", hw_catalog, NightlyOptions(NIGHTS, workers=1))
-    try:
-        run.prepare()
-        worker = run._executor.submit(os.nice, 0).result(timeout=60)
-        assert worker == min(os.nice(0) + TRAINER_NICENESS, 19) > os.nice(0)
-        assert run._executor.submit(gc.get_threshold).result(timeout=60) == GC_THRESHOLDS
     finally:
         run.close()
 

@@ -28,6 +28,7 @@ from leap_stream.backtest.nightly import (
     NightlyOptions,
     NightlyRun,
     NightTask,
+    machine_cores,
     nightly_figures,
     plan_cutoffs,
     serve,
@@ -194,6 +195,9 @@ def test_the_summary_block_is_the_nights_means_and_what_served(
     assert json.loads((out / "summary.json").read_text())["nightly"] == block
     assert block["nights"] == NIGHTS and block["warmup_nights"] == WARMUP
     assert block["retrains"] == NIGHTS + WARMUP
+    seconds = block["seconds"]  # the nights' wall and CPU, each summed, within the run's wall
+    assert 0 < seconds["training_cpu"] <= seconds["total"] * machine_cores()
+    assert 0 < seconds["training"] <= seconds["total"]
     table = pd.read_csv(out / NIGHTLY_FILE)
     assert block["first_day"] == table[~table["warmup"]]["day"].min()
     warmup = table[table["warmup"]]

@@ -411,13 +411,21 @@ def _generate(
 
 
 def _nightly_options(
-    nights: int, warmup: int | None, train_days: float | None, fast_forward: bool
+    nights: int,
+    warmup: int | None,
+    train_days: float | None,
+    fast_forward: bool,
+    workers: int | None,
 ) -> Any:
     """replay --nightly's options."""
     from leap_stream.backtest.nightly import NightlyOptions
 
     return NightlyOptions(
-        nights=nights, warmup=warmup, train_days=train_days, fast_forward=fast_forward
+        nights=nights,
+        warmup=warmup,
+        train_days=train_days,
+        fast_forward=fast_forward,
+        workers=workers,
     )
 
 
@@ -622,6 +630,16 @@ def replay_command(
             "(the quick way to ask how nightly retrains do on a long history).",
         ),
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=0,
+            help="With --nightly: processes training the nights (default: the machine's "
+            "cores but one, which the replay keeps, at least one; 0: in this process, after "
+            "pass 1).",
+        ),
+    ] = None,
     pick_feedback: Annotated[
         bool,
         typer.Option(
@@ -651,8 +669,12 @@ def replay_command(
         problem = "--holdout-hardware needs the in-process core, not --via-kafka"
     elif unknown := [name for name in held if name not in resolved.names]:
         problem = f"--holdout-hardware: not in the catalog: {', '.join(unknown)}"
-    elif not nightly and ((nights, warmup_nights, train_days) != (None,) * 3 or fast_forward):
-        problem = "--nights, --warmup-nights, --train-days and --fast-forward need --nightly"
+    elif not nightly and (
+        (nights, warmup_nights, train_days, workers) != (None,) * 4 or fast_forward
+    ):
+        problem = (
+            "--nights, --warmup-nights, --train-days, --workers and --fast-forward need --nightly"
+        )
     elif nightly and (held or via_kafka is not None):
         problem = "--nightly needs the in-process core learning every completion"
     if problem:
@@ -673,7 +695,7 @@ def replay_command(
         held,
         holdout_first,
         lineage_half_life,
-        _nightly_options(nights or NIGHTS, warmup_nights, train_days, fast_forward)
+        _nightly_options(nights or NIGHTS, warmup_nights, train_days, fast_forward, workers)
         if nightly
         else None,
         pick_feedback,

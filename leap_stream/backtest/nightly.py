@@ -79,6 +79,7 @@ __all__ = [
     "machine_cores",
     "nightly_figures",
     "plan_cutoffs",
+    "pool_workers",
     "train_night",
 ]
 
@@ -104,6 +105,17 @@ def machine_cores() -> int:
         return os.cpu_count() or 1
 
 
+def pool_workers() -> int:
+    """The nights' processes by default: the machine's cores but one, at least one.
+
+    The replay proper is the run's critical path (it scores every submission of the nights'
+    days, and waits for nothing but the night it reaches): a core of its own ends the run
+    sooner than a pool as wide as the machine, whose workers would share it. On the six-month
+    fleet's 30 nights (2 cores), one worker: 58 min 25 s; two: 1 h 9 min (docs/nightly.md).
+    """
+    return max(machine_cores() - 1, 1)
+
+
 @dataclass(frozen=True)
 class NightlyOptions:
     """How ``replay --nightly`` retrains and decides.
@@ -115,7 +127,8 @@ class NightlyOptions:
     passes
         Passes of the river model over its snapshot (:data:`~leap_stream.core.batch.RIVER_PASSES`).
     workers
-        Processes training nights (None: the machine's cores; 0: in this process, no pool).
+        Processes training nights (None: :func:`pool_workers`, the machine's cores but
+        one; 0: in this process, no pool).
     rule, initial
         The champion/challenger rule and the model serving before any night was scored.
     warmup
@@ -403,7 +416,7 @@ class NightlyRun:
         # a short history keeps the counted nights and gives up warm-up ones first
         self.warmup = max(len(self.cutoffs) - options.nights, 0)
         self.cutoff_ms = [c.timestamp() * 1000.0 for c in self.cutoffs]
-        workers = machine_cores() if options.workers is None else options.workers
+        workers = pool_workers() if options.workers is None else options.workers
         self.workers = min(workers, len(self.cutoffs))
         self._work = tempfile.TemporaryDirectory(prefix="leap-nightly-")
         self._executor: Any = None

@@ -21,6 +21,7 @@ the job's framework and precision, and has the device memory the configuration n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +119,20 @@ class EligibilityRules:
         framework, precision = job["framework"], job["precision"]
         supported = self._supported(framework, precision)[pos]
         day = (job["event_time"] - EPOCH).total_seconds() / 86_400.0
+        need = self.memory_needed_gb(job)
+        # the first rule that fails names the reason: later rules overwrite earlier codes
+        codes = np.where(need > self.usable_memory[pos], TOO_LITTLE_MEMORY, ELIGIBLE)
+        codes[~supported] = UNSUPPORTED
+        codes[hw.launch_day[pos] > day] = NOT_LAUNCHED
+        if known is not None:
+            codes[~known] = UNKNOWN
+        return Eligibility(
+            names, positions, codes == ELIGIBLE, codes, need, framework, precision, self
+        )
+
+    def memory_needed_gb(self, job: Mapping[str, Any]) -> float:
+        """The memory ``job`` needs per device (what :meth:`check` compares with each type's)."""
+        precision = job["precision"]
         config = (
             job["param_count"],
             precision if precision in PRECISIONS else "fp32",
@@ -133,15 +148,7 @@ class EligibilityRules:
             if len(self._memory) >= MEMORY_CACHE_SIZE:
                 self._memory.clear()
             need = self._memory[config] = float(required_memory_gb(*config))
-        # the first rule that fails names the reason: later rules overwrite earlier codes
-        codes = np.where(need > self.usable_memory[pos], TOO_LITTLE_MEMORY, ELIGIBLE)
-        codes[~supported] = UNSUPPORTED
-        codes[hw.launch_day[pos] > day] = NOT_LAUNCHED
-        if known is not None:
-            codes[~known] = UNKNOWN
-        return Eligibility(
-            names, positions, codes == ELIGIBLE, codes, need, framework, precision, self
-        )
+        return need
 
     def _supported(self, framework: str, precision: str) -> np.ndarray:
         """Which catalog types support ``framework`` at ``precision`` (all False if unknown)."""

@@ -606,7 +606,7 @@ class LeapCore:
         position = self.hw.index.get(hardware)
         if position is None:
             return
-        need = self.rules.check({**job, "candidate_hardware": [hardware]}).memory_needed_gb
+        need = self.rules.memory_needed_gb(job)
         ratio = need / float(self.rules.usable_memory[position])
         self.memory_risk.learn_one(job["model_family"], ratio, out_of_memory=out_of_memory)
         if out_of_memory:  # as the failed attempt's completion would (join)

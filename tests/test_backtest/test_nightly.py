@@ -21,6 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from leap_stream import cli
+from leap_stream.backtest import nightly as nightly_module
 from leap_stream.backtest.nightly import (
     CANDIDATES,
     MODELS,
@@ -31,6 +32,7 @@ from leap_stream.backtest.nightly import (
     machine_cores,
     nightly_figures,
     plan_cutoffs,
+    pool_workers,
     serve,
     train_night,
 )
@@ -302,13 +304,13 @@ def test_the_process_pool_gives_the_same_nights(
         [
             "replay", str(fleet / "history.parquet"), "--oracle", str(fleet / "oracle.parquet"),
             "--out", str(out), "--no-report", "--nightly", "--nights", str(NIGHTS),
-            "--warmup-nights", str(WARMUP),
+            "--warmup-nights", str(WARMUP), "--workers", "2",
         ],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "what served" in result.output and "nightly.csv" in result.output
     pooled = json.loads((out / "summary.json").read_text())["nightly"]
-    assert pooled["workers"] >= 1
+    assert pooled["workers"] == 2
     pd.testing.assert_frame_equal(
         pd.read_csv(out / NIGHTLY_FILE), pd.read_csv(nightly[1] / NIGHTLY_FILE)
     )
@@ -341,7 +343,17 @@ def test_a_fast_forward_scores_the_nights_days_only_with_the_same_predictions(
     pd.testing.assert_frame_equal(fast, full)
 
 
-NEED_NIGHTLY = "--nights, --warmup-nights, --train-days and --fast-forward need --nightly"
+@pytest.mark.parametrize(("cores", "expected"), [(1, 1), (2, 1), (8, 7)])
+def test_the_pool_leaves_the_replay_a_core_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, cores: int, expected: int
+) -> None:
+    monkeypatch.setattr(nightly_module, "machine_cores", lambda: cores)
+    assert pool_workers() == expected
+
+
+NEED_NIGHTLY = (
+    "--nights, --warmup-nights, --train-days, --workers and --fast-forward need --nightly"
+)
 
 
 @pytest.mark.parametrize(
@@ -351,6 +363,7 @@ NEED_NIGHTLY = "--nights, --warmup-nights, --train-days and --fast-forward need 
         (["--warmup-nights", "0"], NEED_NIGHTLY),
         (["--train-days", "7"], NEED_NIGHTLY),
         (["--fast-forward"], NEED_NIGHTLY),
+        (["--workers", "1"], NEED_NIGHTLY),
         (["--nightly", "--holdout-hardware", "H100-SXM"], "--nightly needs the in-process core"),
     ],
 )

@@ -121,6 +121,15 @@ def test_memory_does_not_fit(rules: EligibilityRules, hw_catalog: Catalog) -> No
     assert check.reason(0).endswith(", 22 GB usable")
 
 
+def test_the_memory_need_alone_is_what_the_check_compares(rules: EligibilityRules) -> None:
+    for job in (_job(["L4"]), _job(None, **HUGE)):
+        assert rules.memory_needed_gb(job) == pytest.approx(_need(job))
+        assert rules.memory_needed_gb(job) == rules.check(job).memory_needed_gb
+    # an unknown precision is sized as fp32, as the check sizes it
+    odd = _job(["H100-SXM"], precision="int3")
+    assert rules.memory_needed_gb(odd) == pytest.approx(_need({**odd, "precision": "fp32"}))
+
+
 def test_memory_fits_with_enough_sharding(rules: EligibilityRules) -> None:
     sharded = _job(["H100-SXM"], **{**HUGE, "num_devices": 64, "tensor_parallel": 8})
     assert rules.check(sharded).eligible.tolist() == [True]

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leap_stream.core.events import JOB_CONFIG_FIELDS
-from leap_stream.core.features import FeatureEncoder, JobFeatures
+from leap_stream.core.features import ONEHOT_VALUES, FeatureEncoder, JobFeatures
 from leap_stream.core.model import PreparedPair, ThroughputModel
 
 if TYPE_CHECKING:
@@ -450,13 +450,13 @@ class BoostedModel:
                 values.append(rows.data)
                 lengths.append(np.diff(rows.indptr))
                 continue
-            # pair_values' order: shared, the one-hots (ones), numeric, the device count
+            # pair_values' order: shared, the one-hots (ONEHOT_VALUES), numeric, the device count
             shared = len(job.shared_names)
             numeric = encoder.numeric(job)
             onehots = columns.shape[1] - shared - len(numeric) - 1
             x = np.empty(columns.shape)
             x[:, :shared] = job.shared_values
-            x[:, shared : shared + onehots] = 1.0
+            x[:, shared : shared + onehots] = ONEHOT_VALUES
             x[:, shared + onehots : -1] = numeric.T
             x[:, -1] = job.log_devices
             keep = (columns >= 0) & (x != 0)  # zeros stay implicit, as in river's updates

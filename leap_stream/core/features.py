@@ -22,7 +22,7 @@ sizes can learn from the few pipelined jobs a fleet has.
 ...     "seq_len": 4096, "num_devices": 64, "tensor_parallel": 1, "pipeline_parallel": 1})
 >>> pair = encoder.pair(job, encoder.hw.index["H100-SXM"])
 >>> pair["hw=H100-SXM"], pair["type=llm-7b"], "dense_llm:bandwidth_per_flop" in pair
-(1.0, 1.0, True)
+(0.35, 1.0, True)
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from leap_stream.core.inputs import check_groups
 
 __all__ = [
     "ASSUMED_MFU",
+    "ONEHOT_VALUES",
     "PAIR_TYPE_SLOPES",
     "TYPE_SLOPES",
     "FeatureEncoder",
@@ -64,7 +65,13 @@ TYPE_SLOPES = slice(_TYPE_COMMUNICATION - 1, _TYPE_COMMUNICATION + 1)
 PAIR_TYPE_SLOPES = slice(-3, -1)
 _OFFSETS = np.array(COMMUNICATION_OFFSETS)[:, None]
 
-_ONES = (1.0,) * 6  # the six one-hots of a pair (see FeatureEncoder.onehot_keys)
+# The values of a pair's six one-hots (FeatureEncoder.onehot_keys). AdaGrad moves a weight by
+# about its feature's value times the step (by its square while eps outweighs the feature's own
+# gradients): the hardware's own three (the type; for this family; for this precision) are damped
+# so that the spec sheet's slopes explain what they can before a type's one-hots take the rest.
+# The slopes are what carries over to the types a family has seldom run on. 0.35 measured best
+# of 1, 0.5, 0.35 and 0.25 on both 60-day fleets (docs/results.md).
+ONEHOT_VALUES = (0.35, 0.35, 0.35, 1.0, 1.0, 1.0)
 # What encoding a JobSubmitted record reads, in the order of the key its JobFeatures are cached by.
 _JOB_FIELDS = ("model_family", "model_type", "precision", "framework", "param_count",
                "global_batch_size", "seq_len", "num_devices", "tensor_parallel",
@@ -412,7 +419,7 @@ class FeatureEncoder:
         """The values of :meth:`pair`, in the order of :meth:`pair_names`."""
         return [
             *job.shared_values.tolist(),
-            *_ONES,
+            *ONEHOT_VALUES,
             *self.numeric(job)[:, position].tolist(),
             job.log_devices,
         ]

@@ -36,6 +36,7 @@ from river import linear_model, optim, utils
 
 from leap_stream.core.features import (
     NUMERIC_CACHE_SIZE,
+    ONEHOT_VALUES,
     PAIR_TYPE_SLOPES,
     TYPE_SLOPES,
     FeatureEncoder,
@@ -61,6 +62,7 @@ ADAGRAD_EPS = 16.0
 # AdaGrad's sum of squared gradients of a feature river has never learned (it is not among
 # river's weights): a sum of squares is never negative.
 _UNSEEN = -1.0
+_ONEHOT_VALUES = np.array(ONEHOT_VALUES)
 # What pickles carry: river's regressor plus the model's own counts and column index (the layout
 # of earlier versions, which can load these pickles); the learner's arrays are rebuilt from river.
 _PERSISTED = ("encoder", "learned", "seen", "seen_by_family", "_column", "_mirror",
@@ -252,7 +254,9 @@ class ThroughputModel:
         # the sum in this order, in place (the baseline is a new array)
         log_throughput = self.encoder.baseline(job, positions)
         log_throughput += mirror[numeric_columns] @ self._numeric(job, positions, numeric_columns)
-        log_throughput += np.add.reduce(mirror[onehot_columns], axis=1)  # .sum(), no wrapper
+        # each row's six terms summed in order (np.add.reduce, no wrapper): the same bits
+        # whichever positions are asked for, which a matrix product does not promise
+        log_throughput += np.add.reduce(mirror[onehot_columns] * _ONEHOT_VALUES, axis=1)
         log_throughput += mirror[device_columns] * job.log_devices
         log_throughput += scalar
         return log_throughput

@@ -10,7 +10,7 @@ import pytest
 
 from leap_stream.core import features
 from leap_stream.core.catalog import Catalog
-from leap_stream.core.features import FeatureEncoder, JobFeatures
+from leap_stream.core.features import ONEHOT_VALUES, FeatureEncoder, JobFeatures
 from leap_stream.core.hardware import HardwareArrays
 
 JOB: dict[str, Any] = {
@@ -113,7 +113,8 @@ def test_pair_values_follow_pair_names(encoder: FeatureEncoder) -> None:
     assert len(names) == len(values) == len(set(names))
     pair = encoder.pair(job, h100)
     assert list(pair) == list(names) and list(pair.values()) == values
-    assert pair["hw=H100-SXM"] == 1.0 and pair["dense_llm:log_params"] == job.shared_values[4]
+    assert pair["hw=H100-SXM"] == ONEHOT_VALUES[0]
+    assert pair["dense_llm:log_params"] == job.shared_values[4]
     numeric = encoder.numeric(job)[:, h100].tolist()
     assert [pair[name] for name in job.numeric_names] == numeric
 

@@ -30,6 +30,7 @@ from importlib import metadata
 from typing import Any
 
 from leap_stream.core import LeapCore
+from leap_stream.core.batch import feature_fingerprint
 from leap_stream.core.promotion import Decision
 
 __all__ = [
@@ -54,6 +55,10 @@ SERVING_KEY = b"serving"
 _LIBRARIES = ("river", "numpy")
 # a nightly model may hold a LightGBM booster and scipy matrices besides
 _NIGHTLY_LIBRARIES = (*_LIBRARIES, "lightgbm", "scipy")
+# library_versions also names the features the model reads (their sha256, feature_fingerprint):
+# weights learned on other features (another one-hot value, a new numeric row) load without an
+# error and predict nonsense, so they are refused as another library version is
+_FEATURES = "features"
 
 
 class SnapshotError(ValueError):
@@ -85,6 +90,16 @@ def _check_libraries(record: dict[str, Any], names: tuple[str, ...]) -> None:
         )
 
 
+def _check_features(record: dict[str, Any], model: Any) -> None:
+    """Refuse a model whose weights were learned on other features than this code computes."""
+    written, here = record["library_versions"].get(_FEATURES), feature_fingerprint(model.encoder)
+    if written != here:
+        raise SnapshotError(
+            f"snapshot {record['model_version']} was learned on other features than this "
+            f"version computes (sha256 {str(written)[:12]}, here {here[:12]})"
+        )
+
+
 def snapshot_record(
     core: LeapCore,
     *,
@@ -102,7 +117,10 @@ def snapshot_record(
         "model_version": core.model_version,
         "model_kind": "online",
         "trained_on_events": core.model.learned,
-        "library_versions": _library_versions(),
+        "library_versions": {
+            **_library_versions(),
+            _FEATURES: feature_fingerprint(core.model.encoder),
+        },
         "metrics": metrics or {},
         "payload_format": "pickle",
         "payload": pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),
@@ -114,13 +132,14 @@ def snapshot_record(
 def read_snapshot(record: dict[str, Any], *, learn_topic: str) -> tuple[dict[str, Any], int]:
     """The model state of a ModelSnapshot record, and the learn-log offset to read on from.
 
-    Refuses a snapshot written with other library versions.
+    Refuses a snapshot written with other library versions or learned on other features.
     """
     _check_libraries(record, _LIBRARIES)
     key = f"{learn_topic}:0"
     if key not in record["log_offsets"]:
         raise SnapshotError(f"snapshot {record['model_version']} has no offset of {key}")
     state = pickle.loads(record["payload"])
+    _check_features(record, state["model"])
     return state, record["log_offsets"][key]
 
 
@@ -134,7 +153,10 @@ def nightly_record(name: str, model: Any, *, trained_until: datetime) -> dict[st
         "model_version": f"{name}-{cutoff:%Y%m%dT%H%MZ}",
         "model_kind": "nightly",
         "trained_on_events": int(model.learned),
-        "library_versions": _library_versions(_NIGHTLY_LIBRARIES),
+        "library_versions": {
+            **_library_versions(_NIGHTLY_LIBRARIES),
+            _FEATURES: feature_fingerprint(model.encoder),
+        },
         "metrics": {},
         "payload_format": "pickle",
         "payload": pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL),
@@ -148,7 +170,9 @@ def read_nightly(record: dict[str, Any]) -> tuple[Any, float]:
     if record["model_kind"] != "nightly" or record.get("trained_until") is None:
         raise SnapshotError(f"{record['model_version']} is not a nightly model with a cutoff")
     _check_libraries(record, _NIGHTLY_LIBRARIES)
-    return pickle.loads(record["payload"]), record["trained_until"].timestamp() * 1000.0
+    model = pickle.loads(record["payload"])
+    _check_features(record, model)
+    return model, record["trained_until"].timestamp() * 1000.0
 
 
 def decision_record(decision: Decision, *, day: date, version: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from core_fixtures import completed_event, hours, submitted_event
 
-from leap_stream.core import LeapCore
+from leap_stream.core import LeapCore, features
 from leap_stream.core.batch import probe_predictions
 from leap_stream.core.catalog import default_catalog
 from leap_stream.core.promotion import PromotionRule
@@ -86,6 +86,20 @@ def test_a_snapshot_of_other_library_versions_is_refused() -> None:
     fresh = snapshot_record(LeapCore(default_catalog()), learn_topic="t", learn_offset=0)
     with pytest.raises(SnapshotError, match="no offset"):
         read_snapshot(fresh, learn_topic="other")
+
+
+def test_a_model_learned_on_other_features_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    core = _trained_core()
+    online = snapshot_record(core, learn_topic="t", learn_offset=0)
+    cutoff = datetime(2026, 3, 2, tzinfo=UTC)
+    nightly = nightly_record("river_batch", core.model, trained_until=cutoff)
+    read_snapshot(online, learn_topic="t")  # this version's own features: loads
+    # a version whose one-hots carry other values reads the same weights differently
+    monkeypatch.setattr(features, "ONEHOT_VALUES", (1.0,) * 6)
+    with pytest.raises(SnapshotError, match="other features"):
+        read_snapshot(online, learn_topic="t")
+    with pytest.raises(SnapshotError, match="other features"):
+        read_nightly(nightly)
 
 
 def test_a_nightly_model_travels_with_its_cutoff_and_predicts_the_same() -> None:

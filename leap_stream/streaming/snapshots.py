@@ -90,6 +90,11 @@ def _check_libraries(record: dict[str, Any], names: tuple[str, ...]) -> None:
         )
 
 
+def _written_with(names: tuple[str, ...], model: Any) -> dict[str, str]:
+    """What a record's ``library_versions`` holds: the libraries' versions and the features."""
+    return {**_library_versions(names), _FEATURES: feature_fingerprint(model.encoder)}
+
+
 def _check_features(record: dict[str, Any], model: Any) -> None:
     """Refuse a model whose weights were learned on other features than this code computes."""
     written, here = record["library_versions"].get(_FEATURES), feature_fingerprint(model.encoder)
@@ -117,10 +122,7 @@ def snapshot_record(
         "model_version": core.model_version,
         "model_kind": "online",
         "trained_on_events": core.model.learned,
-        "library_versions": {
-            **_library_versions(),
-            _FEATURES: feature_fingerprint(core.model.encoder),
-        },
+        "library_versions": _written_with(_LIBRARIES, core.model),
         "metrics": metrics or {},
         "payload_format": "pickle",
         "payload": pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),
@@ -153,10 +155,7 @@ def nightly_record(name: str, model: Any, *, trained_until: datetime) -> dict[st
         "model_version": f"{name}-{cutoff:%Y%m%dT%H%MZ}",
         "model_kind": "nightly",
         "trained_on_events": int(model.learned),
-        "library_versions": {
-            **_library_versions(_NIGHTLY_LIBRARIES),
-            _FEATURES: feature_fingerprint(model.encoder),
-        },
+        "library_versions": _written_with(_NIGHTLY_LIBRARIES, model),
         "metrics": {},
         "payload_format": "pickle",
         "payload": pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL),

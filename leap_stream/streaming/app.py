@@ -493,7 +493,8 @@ class Worker:
 
     def _recover_model(self) -> None:
         """The models topic to its end (the newest online snapshot, nightly models, serving
-        decision); the learner also folds the learn log on from the snapshot's offset."""
+        decision); the learner also folds the learn log on from the snapshot's offset, or from
+        the log's start when there is no snapshot it can load."""
         newest: dict[bytes, Message] = {}
 
         def keep(message: Message) -> None:
@@ -508,30 +509,59 @@ class Worker:
             keep,
         )
         snapshot = newest.pop(MODEL_KEY, None)
-        if snapshot is not None:
-            record = self.codec.decode(snapshot.value(), reader="ModelSnapshot")
-            for core in {id(c): c for c in (self.core, self.learner) if c is not None}.values():
-                state, self._learn_next = read_snapshot(record, learn_topic=self.topics.learn)
-                core.load_model_state(state)  # each its own copy: the learner moves on
-            if self.board is not None and state.get("champion_challenger"):
-                self.board.load_state(state["champion_challenger"])
-            log.info("loaded snapshot %s", record["model_version"])
+        loaded = snapshot is not None and self._load_snapshot(
+            self.codec.decode(snapshot.value(), reader="ModelSnapshot")
+        )
         for key, message in sorted(newest.items(), key=lambda item: item[1].offset()):
             self._on_model_record(key, message.value())
         if self.learner is not None:
             read_to_end(
                 self.settings.bootstrap,
                 self.settings.group_id,
-                [TopicPartition(self.topics.learn, 0, self._learn_next)],
+                # the log's first offset is not 0 once retention has trimmed it
+                [TopicPartition(self.topics.learn, 0, self._learn_next or OFFSET_BEGINNING)],
                 self._fold,
             )
             log.info("model recovered: %s", self.learner.model_version)
+            if snapshot is not None and not loaded:
+                log.warning(
+                    "rebuilt the online model from the %d records of the learn log (what its "
+                    "retention has dropped is not in it): %s",
+                    self._learned_since_snapshot, self.learner.model_version,
+                )  # fmt: skip
+                self.publish_snapshot()  # for the next restart and the rankers
         self._snapshot_due_at = time.monotonic() + self.settings.snapshot_interval_s
         self.metrics.model_version.set(self.core.model.learned)
         self._models = self._follower(self.topics.models, self._models_next)
         if self.settings.learning == "shared" and self.learner is not None:
             self._learn_log = self._follower(self.topics.learn, self._learn_next)
         self._publish_decisions()  # the refold's, taken again the same way
+
+    def _load_snapshot(self, record: dict[str, Any]) -> bool:
+        """Rank (and learn) with an online snapshot's model; False if this version refuses it.
+
+        A snapshot written with other libraries, learned on other features or over another
+        catalog (an upgrade changed them) is refused, never loaded: the learner then rebuilds
+        the model by folding the learn log from its start, and a plain ranker ranks with a fresh
+        model until the learner publishes one it can load.
+        """
+        cores = {id(c): c for c in (self.core, self.learner) if c is not None}.values()
+        try:
+            for core in cores:  # each its own copy: the learner moves on
+                state, learn_next = read_snapshot(record, learn_topic=self.topics.learn)
+                core.load_model_state(state)
+        except (SnapshotError, ValueError) as error:
+            self._refuse_snapshot(record, error)
+            return False
+        self._learn_next = learn_next
+        if self.board is not None and state.get("champion_challenger"):
+            self.board.load_state(state["champion_challenger"])
+        log.info("loaded snapshot %s", record["model_version"])
+        return True
+
+    def _refuse_snapshot(self, record: dict[str, Any], error: Exception) -> None:
+        log.warning("online snapshot %s refused: %s", record["model_version"], error)
+        self.metrics.refused_snapshots.inc()
 
     def _follower(self, topic: str, offset: int) -> Consumer:
         consumer = Consumer(
@@ -575,9 +605,13 @@ class Worker:
         if newest_online is not None and self.learner is not self.core:
             record = self.codec.decode(newest_online.value(), reader="ModelSnapshot")
             if record["trained_on_events"] > self.core.model.learned:
-                state, _ = read_snapshot(record, learn_topic=self.topics.learn)
-                self.core.load_model_state(state)
-                self.metrics.model_version.set(self.core.model.learned)
+                try:
+                    state, _ = read_snapshot(record, learn_topic=self.topics.learn)
+                    self.core.load_model_state(state)
+                except (SnapshotError, ValueError) as error:  # a learner not yet upgraded
+                    self._refuse_snapshot(record, error)
+                else:
+                    self.metrics.model_version.set(self.core.model.learned)
 
     # --- champion/challenger ---------------------------------------------------------------
 

@@ -105,6 +105,11 @@ class ServiceMetrics:
             "Nightly models not loaded (other libraries or catalog)",
             registry=registry,
         )
+        self.refused_snapshots = Counter(
+            "leap_online_snapshots_refused",
+            "Online model snapshots not loaded (other libraries, features or catalog)",
+            registry=registry,
+        )
         self.serving.labels("online").set(1)
 
         # the ratios' own tallies: prometheus counters are for exposition, not for reading back

@@ -18,9 +18,11 @@ from streaming_fixtures import (
     wait_for,
 )
 
+from leap_stream.core import LeapCore
+from leap_stream.core.catalog import default_catalog
 from leap_stream.data.codec import MARKER, encode
 from leap_stream.streaming.produce import EventProducer, produce_events
-from leap_stream.streaming.snapshots import read_snapshot
+from leap_stream.streaming.snapshots import MODEL_KEY, read_snapshot, snapshot_record
 
 pytestmark = pytest.mark.integration
 
@@ -126,6 +128,51 @@ def test_a_worker_killed_twice_mid_trace_loses_nothing_and_learns_each_completio
         assert state["intervals"].halfwidth(source) == core.intervals.halfwidth(source)
 
 
+def test_a_snapshot_this_version_refuses_is_rebuilt_from_the_learn_log(
+    kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
+) -> None:
+    topics = fleet_topics(partitions=4)
+    inputs = [topics.submitted, topics.completed]
+    group = unique_name("g")
+    producer = EventProducer(kafka_bootstrap, topics)
+    produce_events(producer, fleet_events)
+    ends = end_offsets(kafka_bootstrap, inputs)
+    worker = WorkerProcess(kafka_bootstrap, topics, group, tmp_path)
+    models = RecordReader(kafka_bootstrap, topics.models)
+    try:
+        worker.start().wait_ready()
+        wait_for("every input offset committed", lambda: committed_offsets(
+            kafka_bootstrap, group, inputs) == ends)  # fmt: skip
+        worker.stop()
+        # the newest snapshot, as an older version would have left it: learned on other
+        # features, and (were it loaded) a model that has learned nothing
+        stale = snapshot_record(
+            LeapCore(default_catalog()),
+            learn_topic=topics.learn,
+            learn_offset=end_offsets(kafka_bootstrap, [topics.learn])[(topics.learn, 0)],
+        )
+        stale["library_versions"]["features"] = "0" * 64
+        producer.send_raw(topics.models, MODEL_KEY, encode("ModelSnapshot", stale))
+        producer.flush()
+        worker.start().wait_ready()  # before: the worker stopped at start
+        refused = worker.metric("leap_online_snapshots_refused_total")
+        ids = lambda: [r["event_id"] for _, r in models.records]  # noqa: E731
+        wait_for("the stale snapshot", lambda: models.poll() and stale["event_id"] in ids())
+        refused_at = ids().index(stale["event_id"])
+        wait_for("a snapshot after it", lambda: models.poll() > refused_at + 1)
+    finally:
+        worker.stop()
+        models.close()
+    assert refused == 1
+    _, core, examples = reference_run(fleet_events)
+    rebuilt = models.records[refused_at + 1][1]
+    state, offset = read_snapshot(rebuilt, learn_topic=topics.learn)  # this version's features
+    assert offset >= len(examples)
+    assert state["model"].learned == core.model.learned == len(examples)
+    assert dict(state["model"].regressor._weights) == dict(core.model.regressor._weights)
+    assert state["type_counts"] == core.type_counts
+
+
 def test_bad_messages_go_to_the_dead_letter_topic_and_the_rest_flows_on(
     kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
 ) -> None:
@@ -226,3 +273,34 @@ def test_two_workers_on_four_partitions_rank_from_one_model_version_sequence(
     assert len(by_partition) == 4
     assert all(seq == sorted(seq) for seq in by_partition.values())
     assert len({v for seq in by_partition.values() for v in seq}) >= 2  # the model moved on
+
+
+def test_shared_workers_refuse_a_snapshot_learned_on_other_features_and_rank_on(
+    kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
+) -> None:
+    """A rolling upgrade: a learner of another version publishes a snapshot mid-trace."""
+    topics = fleet_topics(partitions=4)
+    # no snapshot of the learner's own in between: each worker reads the stale one as newest
+    quiet = ("--snapshot-every", "1000000", "--snapshot-interval", "3600")
+    workers = start_shared_pair(kafka_bootstrap, topics, tmp_path, *quiet)
+    producer = EventProducer(kafka_bootstrap, topics)
+    half = len(fleet_events) // 2
+    jobs = _submissions(fleet_events)
+    try:
+        produce_events(producer, fleet_events[:half], rate=400)
+        stale = snapshot_record(
+            LeapCore(default_catalog()), learn_topic=topics.learn, learn_offset=0
+        )
+        stale["library_versions"]["features"] = "0" * 64
+        stale["trained_on_events"] = 10**9  # newer than anything the rankers hold
+        producer.send_raw(topics.models, MODEL_KEY, encode("ModelSnapshot", stale))
+        produce_events(producer, fleet_events[half:], rate=400)
+        rankings = read_records(kafka_bootstrap, topics.rankings, len(jobs))
+        refused = lambda: [w.metric("leap_online_snapshots_refused_total") for w in workers]  # noqa: E731
+        wait_for("both workers refusing it", lambda: refused() == [1, 1])
+        healthy = [w.healthy() for w in workers]
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert healthy == [True, True]
+    assert Counter(r["job_id"] for _, r in rankings) == Counter(jobs)

@@ -91,6 +91,7 @@ from leap_stream.streaming.transport import (
     READ_COMMITTED,
     READS_TIMEOUT_S,
     consume_available,
+    log_start,
     read_to_end,
 )
 from leap_stream.streaming.web import RecentRankings, ServiceMetrics, serve_http
@@ -515,11 +516,17 @@ class Worker:
         for key, message in sorted(newest.items(), key=lambda item: item[1].offset()):
             self._on_model_record(key, message.value())
         if self.learner is not None:
+            start = log_start(self.settings.bootstrap, self.topics.learn)
+            if loaded and start > self._learn_next:
+                log.warning(
+                    "the learn log starts at offset %d, after the snapshot's %d: its retention "
+                    "dropped completions the model had not learned; folding on from %d",
+                    start, self._learn_next, start,
+                )  # fmt: skip
             read_to_end(
                 self.settings.bootstrap,
                 self.settings.group_id,
-                # the log's first offset is not 0 once retention has trimmed it
-                [TopicPartition(self.topics.learn, 0, self._learn_next or OFFSET_BEGINNING)],
+                [TopicPartition(self.topics.learn, 0, max(self._learn_next, start))],
                 self._fold,
             )
             log.info("model recovered: %s", self.learner.model_version)
@@ -570,6 +577,7 @@ class Worker:
                 "group.id": f"{self.settings.group_id}-follower",  # assigned, never committed
                 **READ_COMMITTED,
                 "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",  # as read_to_end
             }
         )
         consumer.assign([TopicPartition(topic, 0, offset)])

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, TopicPartition
 
-__all__ = ["READ_COMMITTED", "consume_available", "read_to_end"]
+__all__ = ["READ_COMMITTED", "consume_available", "log_start", "read_to_end"]
 
 READS_TIMEOUT_S = 60.0
 
@@ -58,6 +58,8 @@ def read_to_end(
             **READ_COMMITTED,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            # an offset retention has dropped reads on from the log's start, never its end
+            "auto.offset.reset": "earliest",
         }
     )
     try:
@@ -77,3 +79,17 @@ def read_to_end(
                     raise KafkaException(error)
     finally:
         reader.close()
+
+
+def log_start(bootstrap: str, topic: str, partition: int = 0) -> int:
+    """The first offset ``topic``'s ``partition`` still holds (retention moves it past 0)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "leap-log-start"})
+    try:
+        low, _ = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=READS_TIMEOUT_S
+        )
+        return low
+    finally:
+        consumer.close()

@@ -173,6 +173,55 @@ def test_a_snapshot_this_version_refuses_is_rebuilt_from_the_learn_log(
     assert state["type_counts"] == core.type_counts
 
 
+def test_completions_retention_dropped_after_the_snapshot_are_skipped_not_the_rest(
+    kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
+) -> None:
+    """A learner down longer than the learn log's retention: the snapshot's offset is gone."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topics = fleet_topics(partitions=4)
+    inputs = [topics.submitted, topics.completed]
+    group = unique_name("g")
+    producer = EventProducer(kafka_bootstrap, topics)
+    quiet = ("--snapshot-every", "1000000", "--snapshot-interval", "3600")
+    worker = WorkerProcess(kafka_bootstrap, topics, group, tmp_path, *quiet)
+    half = len(fleet_events) // 2
+    learn = (topics.learn, 0)
+    try:
+        for events, stop in (
+            (fleet_events[:half], worker.stop),
+            (fleet_events[half:], worker.kill),
+        ):
+            produce_events(producer, events)
+            ends = end_offsets(kafka_bootstrap, inputs)
+            worker.start().wait_ready()
+            wait_for("every input offset committed", lambda e=ends: committed_offsets(
+                kafka_bootstrap, group, inputs) == e)  # fmt: skip
+            stop()  # a clean stop publishes the snapshot; the kill leaves it behind
+            if stop == worker.stop:
+                snapshot_at = end_offsets(kafka_bootstrap, [topics.learn])[learn]
+        # retention drops the oldest half of what the snapshot has not learned
+        cut = (snapshot_at + end_offsets(kafka_bootstrap, [topics.learn])[learn]) // 2
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        for future in admin.delete_records([TopicPartition(topics.learn, 0, cut)]).values():
+            future.result(timeout=30)
+        kept = len(read_records(kafka_bootstrap, topics.learn, 1))
+        worker.start().wait_ready()
+        worker.stop()
+    finally:
+        worker.stop()
+    models = [
+        read_snapshot(record, learn_topic=topics.learn)[0]["model"]
+        for message, record in read_records(kafka_bootstrap, topics.models, 1)
+        if message.key() == MODEL_KEY
+    ]
+    # before: the reader's offset was out of range, and it skipped to the log's end
+    assert len(models) == 2, "the restarted learner folded nothing (no snapshot at its stop)"
+    assert models[-1].learned == models[0].learned + kept
+    assert "retention dropped completions" in worker.log_tail(200)
+
+
 def test_bad_messages_go_to_the_dead_letter_topic_and_the_rest_flows_on(
     kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
 ) -> None:

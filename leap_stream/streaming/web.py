@@ -102,7 +102,7 @@ class ServiceMetrics:
         )
         self.refused_models = Counter(
             "leap_nightly_models_refused",
-            "Nightly models not loaded (other libraries or catalog)",
+            "Nightly models not loaded (other libraries, features or catalog)",
             registry=registry,
         )
         self.refused_snapshots = Counter(

@@ -91,7 +91,7 @@ from leap_stream.streaming.transport import (
     READ_COMMITTED,
     READS_TIMEOUT_S,
     consume_available,
-    log_start,
+    log_bounds,
     read_to_end,
 )
 from leap_stream.streaming.web import RecentRankings, ServiceMetrics, serve_http
@@ -516,7 +516,7 @@ class Worker:
         for key, message in sorted(newest.items(), key=lambda item: item[1].offset()):
             self._on_model_record(key, message.value())
         if self.learner is not None:
-            start = log_start(self.settings.bootstrap, self.topics.learn)
+            start, _ = log_bounds(self.settings.bootstrap, self.topics.learn)
             if loaded and start > self._learn_next:
                 log.warning(
                     "the learn log starts at offset %d, after the snapshot's %d: its retention "

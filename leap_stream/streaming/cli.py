@@ -311,13 +311,18 @@ def publish_models(
 
 def models(bootstrap: Bootstrap, topic_prefix: Prefix = "") -> None:
     """Show what is on the models topic: the online snapshot, the nightly models, and which
-    model ranks now and why (the newest ServingDecision)."""
+    model ranks now and why (the newest ServingDecision).
+
+    Each model says whether this version loads it: run the new version's ``models`` before an
+    upgrade to see what its workers will refuse (other libraries or features; a catalog
+    change shows only in the worker)."""
     from confluent_kafka import OFFSET_BEGINNING, KafkaException, Message, TopicPartition
+    from rich.markup import escape
 
     from leap_stream.data.codec import default_codec
     from leap_stream.streaming.snapshots import SERVING_KEY
     from leap_stream.streaming.topics import TopicNames
-    from leap_stream.streaming.transport import read_to_end
+    from leap_stream.streaming.transport import log_bounds, read_to_end
 
     names = TopicNames(topic_prefix)
     newest: dict[bytes, bytes] = {}
@@ -339,12 +344,21 @@ def models(bootstrap: Bootstrap, topic_prefix: Prefix = "") -> None:
         record = codec.decode(value, reader="ModelSnapshot")
         until = record.get("trained_until")
         trained = f", trained until {until:%Y-%m-%d %H:%M}" if until else ""
+        refusal = _refusal_here(record, names.learn)
         console.print(
             f"  {key.decode(errors='replace')}: {record['model_version']}, "
             f"{record['trained_on_events']:,} completions learned{trained}, "
-            f"published {record['event_time']:%Y-%m-%d %H:%M}",
+            f"published {record['event_time']:%Y-%m-%d %H:%M}; "
+            + ("loads here" if refusal is None else f"[red]refused here[/red]: {escape(refusal)}"),
             soft_wrap=True,
         )
+        if refusal is not None and record["model_kind"] == "online":
+            first, end = log_bounds(bootstrap, names.learn)
+            console.print(
+                f"    a learner of this version rebuilds it from {names.learn} "
+                f"(offsets {first:,} to {end:,})",
+                soft_wrap=True,
+            )
     if decision is None:
         console.print("serving: online (no ServingDecision yet)")
         return
@@ -356,6 +370,20 @@ def models(bootstrap: Bootstrap, topic_prefix: Prefix = "") -> None:
         f"({serving['window_attempts']:,} completions)",
         soft_wrap=True,
     )
+
+
+def _refusal_here(record: dict, learn_topic: str) -> str | None:
+    """Why this version would refuse a ModelSnapshot record (None: it loads)."""
+    from leap_stream.streaming.snapshots import SnapshotError, read_nightly, read_snapshot
+
+    try:
+        if record["model_kind"] == "nightly":
+            read_nightly(record)
+        else:
+            read_snapshot(record, learn_topic=learn_topic)
+    except SnapshotError as error:
+        return str(error)
+    return None
 
 
 def _row_count(path: Path) -> int | None:

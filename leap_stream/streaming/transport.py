@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, TopicPartition
 
-__all__ = ["READ_COMMITTED", "consume_available", "log_start", "read_to_end"]
+__all__ = ["READ_COMMITTED", "consume_available", "log_bounds", "read_to_end"]
 
 READS_TIMEOUT_S = 60.0
 
@@ -81,15 +81,15 @@ def read_to_end(
         reader.close()
 
 
-def log_start(bootstrap: str, topic: str, partition: int = 0) -> int:
-    """The first offset ``topic``'s ``partition`` still holds (retention moves it past 0)."""
+def log_bounds(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
+    """The first offset ``topic``'s ``partition`` still holds (retention moves it past 0) and
+    the next it will write."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "leap-log-start"})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "leap-log-bounds"})
     try:
-        low, _ = consumer.get_watermark_offsets(
+        return consumer.get_watermark_offsets(
             TopicPartition(topic, partition), timeout=READS_TIMEOUT_S
         )
-        return low
     finally:
         consumer.close()

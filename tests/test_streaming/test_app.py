@@ -17,7 +17,9 @@ from streaming_fixtures import (
     start_shared_pair,
     wait_for,
 )
+from typer.testing import CliRunner
 
+from leap_stream.cli import app
 from leap_stream.core import LeapCore
 from leap_stream.core.catalog import default_catalog
 from leap_stream.data.codec import MARKER, encode
@@ -154,6 +156,8 @@ def test_a_snapshot_this_version_refuses_is_rebuilt_from_the_learn_log(
         stale["library_versions"]["features"] = "0" * 64
         producer.send_raw(topics.models, MODEL_KEY, encode("ModelSnapshot", stale))
         producer.flush()
+        args = ["models", "--bootstrap", kafka_bootstrap, "--topic-prefix", topics.prefix]
+        shown = CliRunner().invoke(app, args, terminal_width=400)
         worker.start().wait_ready()  # before: the worker stopped at start
         refused = worker.metric("leap_online_snapshots_refused_total")
         ids = lambda: [r["event_id"] for _, r in models.records]  # noqa: E731
@@ -164,6 +168,10 @@ def test_a_snapshot_this_version_refuses_is_rebuilt_from_the_learn_log(
         worker.stop()
         models.close()
     assert refused == 1
+    assert shown.exit_code == 0, shown.output
+    assert "online-0, 0 completions learned" in shown.output
+    assert "refused here: snapshot online-0 was learned on other features" in shown.output
+    assert f"rebuilds it from {topics.learn}" in shown.output
     _, core, examples = reference_run(fleet_events)
     rebuilt = models.records[refused_at + 1][1]
     state, offset = read_snapshot(rebuilt, learn_topic=topics.learn)  # this version's features

@@ -47,6 +47,12 @@ def test_publish_models_puts_a_retrains_models_on_the_models_topic(
     assert "published lightgbm-" in result.output and "published river_batch-" in result.output
     records = read_records(kafka_bootstrap, topics.models, 2)
     assert sorted(m.key() for m, _ in records) == [b"nightly:lightgbm", b"nightly:river_batch"]
+    args = ["models", "--bootstrap", kafka_bootstrap, "--topic-prefix", topics.prefix]
+    shown = CliRunner().invoke(app, args, terminal_width=400)
+    assert shown.exit_code == 0, shown.output
+    for name in ("lightgbm", "river_batch"):
+        (line,) = [line for line in shown.output.splitlines() if f"nightly:{name}:" in line]
+        assert line.endswith("loads here"), line
     saved = load_models(tmp_path / "models", default_catalog()).models
     for message, record in records:
         name = message.key().decode().removeprefix("nightly:")

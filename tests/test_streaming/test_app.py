@@ -42,6 +42,16 @@ def _submissions(events) -> list[str]:
     return [e["job_id"] for kind, e in events if kind == "submitted"]
 
 
+# a learner that publishes no snapshot of its own until it stops cleanly
+_NO_SNAPSHOTS = ("--snapshot-every", "1000000", "--snapshot-interval", "3600")
+
+
+def _wait_all_committed(bootstrap: str, group: str, inputs: list[str]) -> None:
+    ends = end_offsets(bootstrap, inputs)
+    wait_for("every input offset committed", lambda: committed_offsets(
+        bootstrap, group, inputs) == ends)  # fmt: skip
+
+
 def test_every_submission_gets_the_in_process_cores_ranking(
     kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
 ) -> None:
@@ -134,17 +144,14 @@ def test_a_snapshot_this_version_refuses_is_rebuilt_from_the_learn_log(
     kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
 ) -> None:
     topics = fleet_topics(partitions=4)
-    inputs = [topics.submitted, topics.completed]
     group = unique_name("g")
     producer = EventProducer(kafka_bootstrap, topics)
     produce_events(producer, fleet_events)
-    ends = end_offsets(kafka_bootstrap, inputs)
     worker = WorkerProcess(kafka_bootstrap, topics, group, tmp_path)
     models = RecordReader(kafka_bootstrap, topics.models)
     try:
         worker.start().wait_ready()
-        wait_for("every input offset committed", lambda: committed_offsets(
-            kafka_bootstrap, group, inputs) == ends)  # fmt: skip
+        _wait_all_committed(kafka_bootstrap, group, [topics.submitted, topics.completed])
         worker.stop()
         # the newest snapshot, as an older version would have left it: learned on other
         # features, and (were it loaded) a model that has learned nothing
@@ -189,11 +196,9 @@ def test_completions_retention_dropped_after_the_snapshot_are_skipped_not_the_re
     from confluent_kafka.admin import AdminClient
 
     topics = fleet_topics(partitions=4)
-    inputs = [topics.submitted, topics.completed]
     group = unique_name("g")
     producer = EventProducer(kafka_bootstrap, topics)
-    quiet = ("--snapshot-every", "1000000", "--snapshot-interval", "3600")
-    worker = WorkerProcess(kafka_bootstrap, topics, group, tmp_path, *quiet)
+    worker = WorkerProcess(kafka_bootstrap, topics, group, tmp_path, *_NO_SNAPSHOTS)
     half = len(fleet_events) // 2
     learn = (topics.learn, 0)
     try:
@@ -202,10 +207,8 @@ def test_completions_retention_dropped_after_the_snapshot_are_skipped_not_the_re
             (fleet_events[half:], worker.kill),
         ):
             produce_events(producer, events)
-            ends = end_offsets(kafka_bootstrap, inputs)
             worker.start().wait_ready()
-            wait_for("every input offset committed", lambda e=ends: committed_offsets(
-                kafka_bootstrap, group, inputs) == e)  # fmt: skip
+            _wait_all_committed(kafka_bootstrap, group, [topics.submitted, topics.completed])
             stop()  # a clean stop publishes the snapshot; the kill leaves it behind
             if stop == worker.stop:
                 snapshot_at = end_offsets(kafka_bootstrap, [topics.learn])[learn]
@@ -338,8 +341,7 @@ def test_shared_workers_refuse_a_snapshot_learned_on_other_features_and_rank_on(
     """A rolling upgrade: a learner of another version publishes a snapshot mid-trace."""
     topics = fleet_topics(partitions=4)
     # no snapshot of the learner's own in between: each worker reads the stale one as newest
-    quiet = ("--snapshot-every", "1000000", "--snapshot-interval", "3600")
-    workers = start_shared_pair(kafka_bootstrap, topics, tmp_path, *quiet)
+    workers = start_shared_pair(kafka_bootstrap, topics, tmp_path, *_NO_SNAPSHOTS)
     producer = EventProducer(kafka_bootstrap, topics)
     half = len(fleet_events) // 2
     jobs = _submissions(fleet_events)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -16,6 +17,12 @@ if TYPE_CHECKING:
 __all__ = ["READ_COMMITTED", "consume_available", "log_bounds", "read_to_end"]
 
 READS_TIMEOUT_S = 60.0
+"""How long a read, a query or a transaction waits on the broker before it gives up."""
+
+PROGRESS_EVERY_S = 10.0
+"""How often a long :func:`read_to_end` logs how far it is."""
+
+log = logging.getLogger("leap_stream.transport")
 
 READ_COMMITTED = {"isolation.level": "read_committed", "fetch.wait.max.ms": 10}
 """Consumer settings for the service's transactional outputs: only committed records, and a
@@ -45,7 +52,10 @@ def read_to_end(
 ) -> None:
     """Read ``partitions`` (read_committed) from their given offsets to their current end.
 
-    The consumer is assigned, never joins ``group_id`` (its ``-reader`` group) nor commits.
+    ``timeout`` bounds a stall, not the read: a worker recovering a week of a large fleet's
+    learn log reads for minutes, and gives up only when ``timeout`` seconds pass without a
+    record or the end. Every ``PROGRESS_EVERY_S`` it logs how far it is. The consumer is
+    assigned, never joins ``group_id`` (its ``-reader`` group) nor commits.
     """
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
@@ -63,22 +73,66 @@ def read_to_end(
         }
     )
     try:
+        progress = _ReadProgress(reader, partitions)
         reader.assign(partitions)
         open_ = {(tp.topic, tp.partition) for tp in partitions}
-        deadline = time.monotonic() + timeout
+        stalled_at = time.monotonic() + timeout
         while open_:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {sorted(open_)} to its end took too long")
-            for message in consume_available(reader, 0.5):
+            messages = consume_available(reader, 0.5)
+            now = time.monotonic()
+            if messages:
+                stalled_at = now + timeout
+            elif now > stalled_at:
+                raise TimeoutError(
+                    f"reading {sorted(open_)} to its end: nothing came for {timeout:.0f} s"
+                )
+            for message in messages:
                 error = message.error()
                 if error is None:
                     on_message(message)
+                    progress.read(message)
                 elif error.code() == KafkaError._PARTITION_EOF:
                     open_.discard((message.topic(), message.partition()))
                 else:
                     raise KafkaException(error)
+            progress.maybe_log(now)
     finally:
         reader.close()
+
+
+class _ReadProgress:
+    """How far :func:`read_to_end` is, in offsets (transaction markers count, as they take
+    room in the log), logged every ``PROGRESS_EVERY_S`` of a long read."""
+
+    def __init__(self, reader: Consumer, partitions: list[TopicPartition]) -> None:
+        self.started = time.monotonic()
+        self.next_log = self.started + PROGRESS_EVERY_S
+        self.name = ", ".join(sorted({tp.topic for tp in partitions}))
+        self.position: dict[tuple[str, int], int] = {}
+        self.start: dict[tuple[str, int], int] = {}
+        self.total = 0
+        self.records = 0
+        for tp in partitions:
+            low, high = reader.get_watermark_offsets(tp, timeout=READS_TIMEOUT_S)
+            first = tp.offset if tp.offset >= low else low  # OFFSET_BEGINNING is negative
+            self.start[(tp.topic, tp.partition)] = self.position[(tp.topic, tp.partition)] = first
+            self.total += max(high - first, 0)
+
+    def read(self, message: Message) -> None:
+        self.records += 1
+        self.position[(message.topic(), message.partition())] = message.offset() + 1
+
+    def maybe_log(self, now: float) -> None:
+        if now < self.next_log:
+            return
+        self.next_log = now + PROGRESS_EVERY_S
+        done = sum(self.position[key] - self.start[key] for key in self.position)
+        elapsed = now - self.started
+        log.info(
+            "reading %s to its end: %s of %s offsets (%.0f%%), %s records, %.0f records/s",
+            self.name, f"{done:,}", f"{self.total:,}", 100.0 * done / max(self.total, 1),
+            f"{self.records:,}", self.records / elapsed,
+        )  # fmt: skip
 
 
 def log_bounds(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:

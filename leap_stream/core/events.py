@@ -79,6 +79,7 @@ JOB_CONFIG_FIELDS = (
     "tensor_parallel",
     "pipeline_parallel",
     "micro_batches",
+    "flops_per_sample",
 )
 
 

@@ -12,7 +12,11 @@ FLOP/s / (6 x parameters x tokens per sample))``: what the model learns is then 
 submission says how many micro-batches its pipelines run (``micro_batches`` m, with
 ``pipeline_parallel`` p), the baseline also holds the pipeline's fill and drain: a stage computes
 m of every m + p - 1 slots (GPipe's bubble; 1F1B's is the same), which no slope on the job's
-sizes can learn from the few pipelined jobs a fleet has.
+sizes can learn from the few pipelined jobs a fleet has. When it says its training FLOPs per
+sample (``flops_per_sample``), they replace ``6 x parameters x tokens``, a rule that holds for
+dense transformers and is off by orders of magnitude for convnets on large inputs and for
+recommenders, whose parameters are mostly embedding rows (MLPerf's first-round cold starts:
+e^+6.5 for ResNet-50, e^-7.6 for DLRM).
 
 >>> from leap_stream.core.catalog import default_catalog
 >>> from leap_stream.core.hardware import HardwareArrays
@@ -75,7 +79,7 @@ ONEHOT_VALUES = (0.35, 0.35, 0.35, 1.0, 1.0, 1.0)
 # What encoding a JobSubmitted record reads, in the order of the key its JobFeatures are cached by.
 _JOB_FIELDS = ("model_family", "model_type", "precision", "framework", "param_count",
                "global_batch_size", "seq_len", "num_devices", "tensor_parallel",
-               "pipeline_parallel", "micro_batches")  # fmt: skip
+               "pipeline_parallel", "micro_batches", "flops_per_sample")  # fmt: skip
 _job_key = operator.itemgetter(*_JOB_FIELDS)
 # Entries per generation of the recent-jobs caches (see RecentCache): a submission's own job is
 # encoded again at its completion and as its lineage's reference, seconds to days later.
@@ -238,7 +242,7 @@ class FeatureEncoder:
         # the next submissions: most calls repeat a recent configuration.
         try:
             key = _job_key(job)
-        except KeyError:  # seq_len and micro_batches may be left out
+        except KeyError:  # seq_len and the fields added later may be left out
             key = tuple([job.get(name) for name in _JOB_FIELDS])
         features = self._job_cache.get(key)
         if features is None:
@@ -255,7 +259,8 @@ class FeatureEncoder:
         devices = int(job["num_devices"])
         seq = job.get("seq_len") or 0
         log_devices = math.log2(devices) / 5.0
-        log_work = math.log(6.0 * params * max(seq, 1))
+        flops = job.get("flops_per_sample")
+        log_work = math.log(flops if flops else 6.0 * params * max(seq, 1))
         stages = max(int(job["pipeline_parallel"]), 1)
         shards = max(int(job["tensor_parallel"]), 1) * stages
         micro_batches = job.get("micro_batches")

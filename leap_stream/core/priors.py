@@ -66,6 +66,7 @@ CONFIG_FIELDS = (
     "tensor_parallel",
     "pipeline_parallel",
     "micro_batches",
+    "flops_per_sample",
 )
 # Shrinkage (pseudo-observations of residual zero): the ratio of measurement noise to the spread
 # of true offsets. Small on the same hardware (a repeat measures almost the same thing), larger

@@ -23,7 +23,7 @@ the column; given a ``rejects`` list, the readers instead set every broken row a
 ...     "model_type": "gpt-1.3b", "model_family": "decoder", "framework": "pytorch",
 ...     "param_count": 1_300_000_000, "global_batch_size": 512, "seq_len": 2048,
 ...     "precision": "bf16", "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1,
-...     "micro_batches": None, "requested_hardware": None,
+...     "micro_batches": None, "flops_per_sample": None, "requested_hardware": None,
 ...     "candidate_hardware": ["h100-80g", "mi300x"]}
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     write_history([events_to_table([("submitted", submitted)])], f"{tmp}/history.csv")
@@ -85,7 +85,11 @@ __all__ = [
 # Columns added to the history format after its first version: a file (or table, or event) without
 # them is still valid and reads as if they were null. The core's HISTORY_SCHEMA (what every history
 # holds) leaves them out; files carry them on top of it.
-_OPTIONAL_FIELDS = (pa.field("failure_reason", pa.string()), pa.field("micro_batches", pa.int32()))
+_OPTIONAL_FIELDS = (
+    pa.field("failure_reason", pa.string()),
+    pa.field("micro_batches", pa.int32()),
+    pa.field("flops_per_sample", pa.float64()),
+)
 OPTIONAL_COLUMNS: tuple[str, ...] = tuple(f.name for f in _OPTIONAL_FIELDS)
 HISTORY_FILE_SCHEMA: pa.Schema = pa.schema(
     [*HISTORY_SCHEMA, *(f for f in _OPTIONAL_FIELDS if f.name not in HISTORY_SCHEMA.names)]
@@ -140,10 +144,11 @@ _POSITIVE = (
     "tensor_parallel",
     "pipeline_parallel",
     "micro_batches",
+    "flops_per_sample",
     "throughput",
 )
-# Required on submitted rows; seq_len, requested_hardware, candidate_hardware and micro_batches may
-# be null there.
+# Required on submitted rows; seq_len, requested_hardware, candidate_hardware, micro_batches and
+# flops_per_sample may be null there.
 _SUBMITTED_REQUIRED = SUBMITTED_ONLY_COLUMNS
 _SUBMITTED_ONLY = (
     *SUBMITTED_ONLY_COLUMNS,
@@ -151,6 +156,7 @@ _SUBMITTED_ONLY = (
     "requested_hardware",
     "candidate_hardware",
     "micro_batches",
+    "flops_per_sample",
 )
 # steps may be null on completed rows (an attempt whose step count was not recorded).
 _COMPLETED_REQUIRED = tuple(c for c in COMPLETED_ONLY_COLUMNS if c != "steps")

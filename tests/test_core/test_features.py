@@ -76,6 +76,19 @@ def test_the_micro_batches_may_be_left_out(encoder: FeatureEncoder) -> None:
     assert encoder.job({**JOB, "micro_batches": 2}) is not encoder.job(JOB)
 
 
+def test_the_roofline_counts_the_flops_per_sample_the_submission_says(
+    encoder: FeatureEncoder,
+) -> None:
+    default = encoder.job(JOB)  # 6 x parameters x tokens
+    rule = 6.0 * JOB["param_count"] * JOB["seq_len"]
+    said = encoder.job({**JOB, "flops_per_sample": rule / 100})
+    np.testing.assert_allclose(encoder.baseline(said) - encoder.baseline(default), np.log(100))
+    # a hundredth of the work per step: a hundred times more talking per FLOP
+    assert said.log_comm_over_work - default.log_comm_over_work == pytest.approx(np.log(100))
+    _assert_same_job(default, FeatureEncoder(encoder.hw).job({**JOB, "flops_per_sample": rule}))
+    _assert_same_job(default, FeatureEncoder(encoder.hw).job({**JOB, "flops_per_sample": None}))
+
+
 def test_the_recent_caches_stay_bounded(
     hw_catalog: Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:

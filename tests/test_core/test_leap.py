@@ -80,6 +80,17 @@ def test_a_pipeline_of_one_micro_batch_is_predicted_a_quarter_as_fast(hw_catalog
     assert one.hardware == unknown.hardware
 
 
+def test_a_job_of_a_tenth_of_the_default_flops_is_predicted_ten_times_as_fast(
+    hw_catalog: Catalog,
+) -> None:
+    job = _sub("j1", "L1", 0)
+    flops = 6.0 * job["param_count"] * (job["seq_len"] or 1) / 10
+    default = LeapCore(hw_catalog).on_submitted(job)
+    said = LeapCore(hw_catalog).on_submitted({**job, "flops_per_sample": flops})
+    np.testing.assert_allclose(said.predicted, default.predicted * 10, rtol=1e-12)
+    assert said.hardware == default.hardware
+
+
 def test_prequential_a_ranking_never_sees_its_own_outcome(hw_catalog: Catalog) -> None:
     core = LeapCore(hw_catalog)
     first = core.on_submitted(_sub("j1", "L1", 0))

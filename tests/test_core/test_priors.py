@@ -166,19 +166,35 @@ def test_the_latest_attempt_keeps_its_configuration_for_a_fresh_residual() -> No
     assert json.loads(json.dumps(state)) == state  # still a plain, JSON-able state
 
 
-def test_a_state_from_before_micro_batches_reads_it_as_unknown() -> None:
-    job = submitted_event("j1", "l1", hours(0))
+@pytest.mark.parametrize(
+    ("written_before", "unknown"),
+    [
+        ("flops_per_sample", ("flops_per_sample",)),
+        ("micro_batches", ("micro_batches", "flops_per_sample")),
+    ],
+)
+def test_a_state_from_before_a_field_reads_it_and_later_ones_as_unknown(
+    written_before: str, unknown: tuple[str, ...]
+) -> None:
+    job = {**submitted_event("j1", "l1", hours(0)), "micro_batches": 4, "flops_per_sample": 1e12}
     state = update_prior(
         None, "MI300X", SIG, log_throughput=5.0, residual=0.4, time_ms=0.0, config=job
     )
-    state[LATEST_KEY]["config"] = state[LATEST_KEY]["config"][:-1]  # as an older version wrote it
-    assert latest(state)[2]["micro_batches"] is None
+    # as an older version wrote it: the fields added since are not in its list
+    state[LATEST_KEY]["config"] = state[LATEST_KEY]["config"][: CONFIG_FIELDS.index(written_before)]
+    config = latest(state)[2]
+    assert {key: config[key] for key in unknown} == dict.fromkeys(unknown)
+    assert {k: v for k, v in config.items() if k not in unknown} == {
+        key: job[key] for key in CONFIG_FIELDS if key not in unknown
+    }
 
 
 def test_an_unknown_micro_batch_count_keeps_the_signature_of_before_the_field() -> None:
     # lineage states written before micro_batches existed keep matching their configurations
     job = submitted_event("j1", "l1", hours(0))
     assert config_signature({**job, "micro_batches": None}) == SIG
+    # saying the FLOPs a sample costs does not make it another run
+    assert config_signature({**job, "flops_per_sample": 1e12}) == SIG
     assert SIG.count("/") == 6  # num_devices/batch/precision/seq_len/tp/pp/framework
 
 

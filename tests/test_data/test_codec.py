@@ -94,6 +94,7 @@ RECORDS: dict[str, dict[str, Any]] = {
         "tensor_parallel": 8,
         "pipeline_parallel": 2,
         "micro_batches": 16,
+        "flops_per_sample": 2.1e14,
         "requested_hardware": "hw-03",
         "candidate_hardware": ["hw-00", "hw-01", "hw-03", "hw-07"],
     },
@@ -159,6 +160,7 @@ RECORDS: dict[str, dict[str, Any]] = {
             "tensor_parallel": 1,
             "pipeline_parallel": 1,
             "micro_batches": None,
+            "flops_per_sample": None,
         },
         "hardware_type": "H100-SXM",
         "target": 4.3125,
@@ -178,6 +180,7 @@ RECORDS: dict[str, dict[str, Any]] = {
                 "tensor_parallel": 1,
                 "pipeline_parallel": 4,
                 "micro_batches": 8,
+                "flops_per_sample": 1.72e14,
             },
         },
         "exact_references": [{"hardware_type": "MI250", "log_throughput": 3.875}],
@@ -398,47 +401,74 @@ def test_job_completed_bytes_from_before_failure_reason_still_decode(tmp_path: P
 def test_learn_example_bytes_from_before_exact_references_read_them_as_empty(
     tmp_path: Path,
 ) -> None:
-    v1 = _schema("LearnExample")
-    v1["fields"] = [f for f in v1["fields"] if f["name"] != "exact_references"]
-    record = {k: v for k, v in RECORDS["LearnExample"].items() if k != "exact_references"}
-    old_bytes = _release(tmp_path, v1).encode("LearnExample", record)
-    assert old_bytes[:10] != encode("LearnExample", RECORDS["LearnExample"])[:10]
-    assert decode(old_bytes) == {**record, "exact_references": []}
-
-
-def test_learn_example_bytes_from_before_micro_batches_still_decode(tmp_path: Path) -> None:
-    # A field added inside a nested record (JobConfig, used twice) follows the same rule; the
-    # release before it had no exact_references either (ADDED_FIELDS is in release order).
+    # (the release before exact_references had no JobConfig.flops_per_sample either)
     v1 = _schema("LearnExample")
     v1["fields"] = [f for f in v1["fields"] if f["name"] != "exact_references"]
     job_config = next(f for f in v1["fields"] if f["name"] == "job")["type"]
-    job_config["fields"] = [f for f in job_config["fields"] if f["name"] != "micro_batches"]
+    job_config["fields"] = [f for f in job_config["fields"] if f["name"] != "flops_per_sample"]
     record = {k: v for k, v in RECORDS["LearnExample"].items() if k != "exact_references"}
-    old_record = {
-        **record,
-        "job": {k: v for k, v in record["job"].items() if k != "micro_batches"},
-        "reference": {
-            **record["reference"],
-            "job": {k: v for k, v in record["reference"]["job"].items() if k != "micro_batches"},
-        },
-    }
-    old_bytes = _release(tmp_path, v1).encode("LearnExample", old_record)
-    assert old_bytes[:10] != encode("LearnExample", record)[:10]  # a new fingerprint
+    record = _example_without(record, ("flops_per_sample",))
+    old_bytes = _release(tmp_path, v1).encode("LearnExample", record)
+    assert old_bytes[:10] != encode("LearnExample", RECORDS["LearnExample"])[:10]
     decoded = decode(old_bytes)
-    assert decoded["job"]["micro_batches"] is None
-    assert decoded["reference"]["job"]["micro_batches"] is None
-    assert decoded["reference"]["job"]["pipeline_parallel"] == 4
+    assert decoded["exact_references"] == []
+    assert decoded["job"] == {**record["job"], "flops_per_sample": None}
 
 
-def test_job_submitted_bytes_from_before_micro_batches_read_it_as_unknown(
-    tmp_path: Path,
+def _example_without(record: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """A LearnExample record without the JobConfig fields ``names`` (its job's and its
+    reference's)."""
+    job = {k: v for k, v in record["job"].items() if k not in names}
+    reference = record["reference"]
+    reference = {**reference, "job": {k: v for k, v in reference["job"].items() if k not in names}}
+    return {**record, "job": job, "reference": reference}
+
+
+@pytest.mark.parametrize(
+    ("field", "later"),
+    [("micro_batches", ("flops_per_sample",)), ("flops_per_sample", ())],
+)
+def test_learn_example_bytes_from_before_a_job_field_still_decode(
+    tmp_path: Path, field: str, later: tuple[str, ...]
 ) -> None:
+    # A field added inside a nested record (JobConfig, used twice) follows the same rule; the
+    # release before it had none of those added after it (ADDED_FIELDS is in release order).
+    gone = (field, *later)
+    v1 = _schema("LearnExample")
+    if field == "micro_batches":  # exact_references came between the two
+        v1["fields"] = [f for f in v1["fields"] if f["name"] != "exact_references"]
+    job_config = next(f for f in v1["fields"] if f["name"] == "job")["type"]
+    job_config["fields"] = [f for f in job_config["fields"] if f["name"] not in gone]
+    record = RECORDS["LearnExample"]
+    if field == "micro_batches":
+        record = {k: v for k, v in record.items() if k != "exact_references"}
+    old_bytes = _release(tmp_path, v1).encode("LearnExample", _example_without(record, gone))
+    assert (
+        old_bytes[:10] != encode("LearnExample", RECORDS["LearnExample"])[:10]
+    )  # a new fingerprint
+    decoded = decode(old_bytes)
+    for name in gone:
+        assert decoded["job"][name] is None
+        assert decoded["reference"]["job"][name] is None
+    assert decoded["reference"]["job"]["pipeline_parallel"] == 4
+    if field == "flops_per_sample":
+        assert decoded["reference"]["job"]["micro_batches"] == 8
+
+
+@pytest.mark.parametrize(
+    ("field", "later"),
+    [("micro_batches", ("flops_per_sample",)), ("flops_per_sample", ())],
+)
+def test_job_submitted_bytes_from_before_a_field_read_it_as_unknown(
+    tmp_path: Path, field: str, later: tuple[str, ...]
+) -> None:
+    gone = (field, *later)
     v1 = _schema("JobSubmitted")
-    v1["fields"] = [f for f in v1["fields"] if f["name"] != "micro_batches"]
-    record = {k: v for k, v in RECORDS["JobSubmitted"].items() if k != "micro_batches"}
+    v1["fields"] = [f for f in v1["fields"] if f["name"] not in gone]
+    record = {k: v for k, v in RECORDS["JobSubmitted"].items() if k not in gone}
     assert decode(_release(tmp_path, v1).encode("JobSubmitted", record)) == {
         **record,
-        "micro_batches": None,
+        **dict.fromkeys(gone),
     }
 
 

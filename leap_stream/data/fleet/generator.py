@@ -556,6 +556,8 @@ class _Writer:
                 ),
                 # not said: the owners' micro-batches (memory_truth) stay hidden
                 "micro_batches": pa.nulls(len(is_sub), pa.int32()),
+                # not said: the ground truth's FLOPs are the default rule's, 6 x P x seq
+                "flops_per_sample": pa.nulls(len(is_sub), pa.float64()),
             },
             schema=HISTORY_FILE_SCHEMA,
         )

@@ -96,6 +96,10 @@ class BenchmarkSpec:
         tokens/s of the whole system (GPT-3 logs tokens).
     fp8
         Recorded as fp8 on fp8-capable hardware (LLM submissions), else bf16 (fp16 without bf16).
+    flops_per_sample
+        Training FLOPs per sample (forward and backward), counted from the architecture, where
+        the roofline's default, 6 x parameters x tokens, is wrong: convnets, speech, recsys,
+        diffusion, graphs, LoRA. None for dense transformers, where the default holds.
 
     Examples
     --------
@@ -110,6 +114,7 @@ class BenchmarkSpec:
     reference_batch: int
     logged_unit: Literal["system", "device", "token"] = "system"
     fp8: bool = False
+    flops_per_sample: float | None = None
 
 
 # Sizes are public model sizes (docs/real-data.md says where each comes from and which are
@@ -118,6 +123,9 @@ class BenchmarkSpec:
 # digits; docs/real-data.md shows each as passes over the training set. Benchmarks that the
 # realdata file has no results of have samples_to_train None (their rows are counted under
 # ``no_samples_measure``): give the figure with ``--benchmarks FILE`` once results exist.
+# flops_per_sample: training FLOPs of one sample, 3 x the forward pass's 2 x multiply-adds,
+# counted from the layer sizes the comments give (docs/real-data.md shows the sums); left None
+# where the roofline's 6 x parameters x tokens already holds, or no result here checks the count.
 BENCHMARKS: Mapping[str, BenchmarkSpec] = MappingProxyType(
     {
         # BERT-Large, 340M (Devlin et al. 2019). Until v5.0.
@@ -125,26 +133,36 @@ BENCHMARKS: Mapping[str, BenchmarkSpec] = MappingProxyType(
         # GPT-3 175B (Brown et al. 2020, Table 2.1).
         "gpt3": BenchmarkSpec("dense_llm", 175_000_000_000, 2048, 5.91e5, 2048, "token", True),
         # Llama 2 70B (Touvron et al. 2023, Table 1); LoRA trains a tiny fraction. v4.0 on.
-        "llama2_70b_lora": BenchmarkSpec("dense_llm", 70_000_000_000, 8192, 3.64e3, 8, fp8=True),
+        # FLOPs: 4 x P x tokens (the frozen weights get no weight gradients: forward 2, the
+        # activations' gradients 2).
+        "llama2_70b_lora": BenchmarkSpec(
+            "dense_llm", 70_000_000_000, 8192, 3.64e3, 8, fp8=True, flops_per_sample=2.29e15
+        ),
         # Llama 3.1 405B and 8B (Meta's Llama 3.1 model card; Dubey et al. 2024, "The Llama 3
         # Herd of Models", Table 3: 405B and 8B, 8,192-token pretraining context). 405B
         # pretraining from v5.0 (replaced GPT-3), 8B from v5.1 (replaced BERT); batch: the
         # reference's global batch (1152 sequences for 405B; 8B's is an assumption).
         "llama31_405b": BenchmarkSpec("dense_llm", 405_000_000_000, 8192, None, 1152, fp8=True),
         "llama31_8b": BenchmarkSpec("dense_llm", 8_030_000_000, 8192, None, 32, fp8=True),
-        # ResNet-50 v1.5, 25,557,032 (torchvision's count).
-        "resnet": BenchmarkSpec("cnn", 25_557_032, None, 4.55e7, 3264),
+        # ResNet-50 v1.5, 25,557,032 (torchvision's count); 4.1G multiply-adds at 224 x 224.
+        "resnet": BenchmarkSpec("cnn", 25_557_032, None, 4.55e7, 3264, flops_per_sample=2.46e10),
         # RetinaNet (from v2.0; the results folder is "ssd" to v4.1, "retinanet" from v5.0).
-        "ssd": BenchmarkSpec("cnn", 37_000_000, None, 4.95e6, 256, "device"),
+        # ~145G multiply-adds at 800 x 800: the ResNeXt50 backbone ~55G, FPN and heads ~90G.
+        "ssd": BenchmarkSpec(
+            "cnn", 37_000_000, None, 4.95e6, 256, "device", flops_per_sample=8.7e11
+        ),
         # SSD with a ResNet-34 backbone (before v2.0, folder "ssd" there too): 36.3M (Reddi et
         # al. 2020, "MLPerf Inference Benchmark", Table 1, the same SSD-ResNet34).
         "ssd_resnet34": BenchmarkSpec("cnn", 36_300_000, None, None, 1024),
-        # Mask R-CNN R50-FPN, 44,401,393 (torchvision's count).
-        "maskrcnn": BenchmarkSpec("cnn", 44_401_393, None, 1.67e6, 96),
-        # 3D U-Net, ~31M counted from its widths.
-        "unet3d": BenchmarkSpec("cnn", 31_000_000, None, 4.14e5, 56),
-        # RNN-T, ~45M counted from its layers.
-        "rnnt": BenchmarkSpec("speech", 45_000_000, None, 1.40e7, 1536),
+        # Mask R-CNN R50-FPN, 44,401,393 (torchvision's count); ~250G multiply-adds at COCO's
+        # 800 x ~1,200.
+        "maskrcnn": BenchmarkSpec("cnn", 44_401_393, None, 1.67e6, 96, flops_per_sample=1.5e12),
+        # 3D U-Net, ~31M counted from its widths; ~520G multiply-adds on a 128^3 patch (two
+        # 3x3x3 convolutions a level each way, the decoder's on concatenated inputs).
+        "unet3d": BenchmarkSpec("cnn", 31_000_000, None, 4.14e5, 56, flops_per_sample=3.1e12),
+        # RNN-T, ~45M counted from its layers; ~16.5G multiply-adds for a 12.3 s utterance
+        # (LibriSpeech's mean): the LSTMs ~0.94G a second of audio, the joint ~4.8G.
+        "rnnt": BenchmarkSpec("speech", 45_000_000, None, 1.40e7, 1536, flops_per_sample=1.0e11),
         # GNMT, 210M (Reddi et al. 2020, Table 1); an LSTM seq2seq, the family RNN-T has.
         "gnmt": BenchmarkSpec("speech", 210_000_000, None, None, 1024),
         # Transformer big, 213M (Vaswani et al. 2017, Table 3).
@@ -152,16 +170,29 @@ BENCHMARKS: Mapping[str, BenchmarkSpec] = MappingProxyType(
         # NCF (NeuMF on MovieLens-20M), ~31.8M counted: (138,493 users + 26,744 items) x
         # (64 + 128) embedding widths + the 256-256-128-64 MLP.
         "ncf": BenchmarkSpec("recsys", 31_800_000, None, None, 1_048_576),
-        # DLRM on Criteo 1TB, ~24B (embeddings); DLRM-dcnv2 from v3.0.
-        "dlrm": BenchmarkSpec("recsys", 24_000_000_000, None, 3.78e9, 55296),
-        "dlrm_dcnv2": BenchmarkSpec("recsys", 24_000_000_000, None, 3.15e9, 55296),
-        # Stable Diffusion v2 UNet, 865M (Stability AI's model card). v3.1-v5.0.
-        "stable_diffusion": BenchmarkSpec("diffusion", 865_000_000, None, 3.30e6, 1024),
+        # DLRM on Criteo 1TB, ~24B (embeddings); DLRM-dcnv2 from v3.0. Their FLOPs are the
+        # MLPs' (an embedding row costs a read, no multiply): DLRM 2.4M multiply-adds (bottom
+        # 13-512-256-128, 351 dot products, top 479-1024-1024-512-256-1); DCNv2 16M (three
+        # rank-512 cross layers on 3,456 inputs 10.6M, top MLP 5.2M).
+        "dlrm": BenchmarkSpec(
+            "recsys", 24_000_000_000, None, 3.78e9, 55296, flops_per_sample=1.45e7
+        ),
+        "dlrm_dcnv2": BenchmarkSpec(
+            "recsys", 24_000_000_000, None, 3.15e9, 55296, flops_per_sample=9.6e7
+        ),
+        # Stable Diffusion v2 UNet, 865M (Stability AI's model card). v3.1-v5.0. FLOPs: the UNet
+        # trained (~0.4T multiply-adds on a 64 x 64 latent) and the frozen VAE encoder and text
+        # encoder run forward (~0.3T).
+        "stable_diffusion": BenchmarkSpec(
+            "diffusion", 865_000_000, None, 3.30e6, 1024, flops_per_sample=3.0e12
+        ),
         # Flux.1, 12B (Black Forest Labs: "a 12 billion parameter rectified flow
         # transformer"). v5.1 (replaced Stable Diffusion); batch is an assumption.
         "flux1": BenchmarkSpec("diffusion", 12_000_000_000, None, None, 1024),
         # R-GAT on IGBH-full, ~8M (order of magnitude only). v4.0 on ("gnn", "rgat" from v5.0).
-        "gnn": BenchmarkSpec("gnn", 8_000_000, None, 8.39e7, 16384),
+        # FLOPs: ~0.53G multiply-adds a seed node (fan-out 15-10-5: ~916 sampled nodes' 1,024
+        # features projected to 512, then two 512 x 512 layers).
+        "gnn": BenchmarkSpec("gnn", 8_000_000, None, 8.39e7, 16384, flops_per_sample=3.2e9),
         # MiniGo, ~2.3M; logs no samples/s.
         "minigo": BenchmarkSpec("cnn", 2_300_000, None, None, 1),
     }
@@ -425,6 +456,7 @@ _SPEC_FIELDS = {
     "reference_batch": int,
     "logged_unit": str,
     "fp8": bool,
+    "flops_per_sample": float,
 }
 _REQUIRED_SPEC_FIELDS = ("model_family", "param_count", "reference_batch")
 
@@ -554,6 +586,9 @@ def load_benchmarks(path: str | Path) -> dict[str, BenchmarkSpec]:
             reference_batch=table["reference_batch"],
             logged_unit=unit,
             fp8=table.get("fp8", False),
+            flops_per_sample=(
+                float(table["flops_per_sample"]) if "flops_per_sample" in table else None
+            ),
         )
     return specs
 
@@ -749,6 +784,7 @@ def _attempt(
             "num_devices": int(count),
             "tensor_parallel": 1,
             "pipeline_parallel": 1,
+            "flops_per_sample": spec.flops_per_sample,
             "requested_hardware": hardware,
             "candidate_hardware": None,
         },

@@ -243,6 +243,11 @@ def test_submission_fields(small_history: pd.DataFrame) -> None:
         "TPU-v5p",
     )
     assert gpt3.candidate_hardware is None
+    # FLOPs per sample where 6 x parameters x tokens is wrong (a convnet), not for a transformer
+    assert pd.isna(gpt3.flops_per_sample)
+    resnet = _submitted(small_history, "per_device_logged")
+    assert resnet.model_type == "resnet"
+    assert resnet.flops_per_sample == BENCHMARKS["resnet"].flops_per_sample == 2.46e10
     # NVIDIA's multi-framework container: resnet ran on MXNet, recorded as pytorch.
     assert _submitted(small_history, "per_device_logged").framework == "pytorch"
     ipu = _submitted(small_history, "ipu")
@@ -401,6 +406,7 @@ model_family = "cnn"
 param_count = 1_000_000
 samples_to_train = 2.0e6
 reference_batch = 256
+flops_per_sample = 3.0e9
 
 [bert]  # replaces the built-in spec
 model_family = "dense_llm"
@@ -417,6 +423,7 @@ def test_benchmarks_file_adds_a_benchmark(tmp_path: Path) -> None:
     toml.write_text(BENCHMARKS_TOML)
     specs = load_benchmarks(toml)
     assert specs["tetris"].seq_len is None and specs["tetris"].logged_unit == "system"
+    assert (specs["tetris"].flops_per_sample, specs["bert"].flops_per_sample) == (3.0e9, None)
     path = tmp_path / "r.csv"
     rows = [_row(), _row(benchmark="tetris", submitter="a", global_batch_size="256")]
     pd.DataFrame(rows).to_csv(path, index=False)
@@ -428,6 +435,7 @@ def test_benchmarks_file_adds_a_benchmark(tmp_path: Path) -> None:
     submitted = {e["job_id"]: e for kind, e in events if kind == "submitted"}
     assert submitted["mlperf/v3.1/a/dgxh100/tetris"]["lineage_id"] == "mlperf-tetris"
     assert submitted["mlperf/v3.1/NVIDIA/dgxh100/bert"]["precision"] == "fp8"
+    assert submitted["mlperf/v3.1/a/dgxh100/tetris"]["flops_per_sample"] == 3.0e9
     result = CliRunner().invoke(
         app,
         ["import", "mlperf", str(path), "--out", str(tmp_path / "o"), "--benchmarks", str(toml)],

@@ -190,7 +190,13 @@ def test_without_the_roofline_the_target_is_raw_log_throughput(encoder: FeatureE
     ablated = _without(encoder, "roofline")
     assert not ablated.baseline(ablated.job(JOB)).any()
     assert ablated.baseline(ablated.job(JOB), np.array([2, 0])).shape == (2,)
-    assert (encoder.baseline(encoder.job(JOB)) > 0).all()
+    # with it: devices x peak FLOP/s at the job's precision x the assumed utilisation / work
+    peak = encoder.log_peak_by_precision[features.PRECISIONS.index(JOB["precision"])]
+    work = 6.0 * JOB["param_count"] * JOB["seq_len"]
+    np.testing.assert_allclose(
+        encoder.baseline(encoder.job(JOB)),
+        peak + np.log(features.ASSUMED_MFU * JOB["num_devices"] / work),
+    )
 
 
 def test_an_unknown_group_is_refused(encoder: FeatureEncoder) -> None:

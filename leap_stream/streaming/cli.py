@@ -161,25 +161,51 @@ def serve(
     worker.run(stop)
 
 
-def _create(bootstrap: str, prefix: str, partitions: int, quiet: bool = False) -> None:
+def _create(
+    bootstrap: str,
+    prefix: str,
+    partitions: int,
+    quiet: bool = False,
+    learn_retention_ms: int | None = None,
+) -> None:
     from confluent_kafka.admin import AdminClient
 
     from leap_stream.streaming.topics import TopicNames, create_topics
 
     outcome = create_topics(
-        AdminClient({"bootstrap.servers": bootstrap}), TopicNames(prefix), partitions
+        AdminClient({"bootstrap.servers": bootstrap}),
+        TopicNames(prefix),
+        partitions,
+        learn_retention_ms=learn_retention_ms,
     )
     if not quiet:
         for name, what in outcome.items():
             console.print(f"{what:8} {name}")
 
 
-def topics_create(bootstrap: Bootstrap, topic_prefix: Prefix = "", partitions: Partitions = 4):
-    """Create the service's topics (idempotent: existing ones are checked, not changed)."""
-    from leap_stream.streaming.topics import TopicError
+def topics_create(
+    bootstrap: Bootstrap,
+    topic_prefix: Prefix = "",
+    partitions: Partitions = 4,
+    learn_retention_days: Annotated[
+        float | None,
+        typer.Option(
+            "--learn-retention-days",
+            help="Days the learn log keeps (-1: forever), set on it new or existing: a model "
+            "rebuilt after an upgrade learns only what it keeps (default for a new topic: 7).",
+        ),
+    ] = None,
+):
+    """Create the service's topics (idempotent: existing ones are checked, not changed; the
+    learn log's retention is set when given)."""
+    from leap_stream.streaming.topics import KEEP_FOREVER, TopicError
 
+    retention_ms = None
+    if learn_retention_days is not None:
+        forever = learn_retention_days == -1
+        retention_ms = KEEP_FOREVER if forever else round(learn_retention_days * 86_400_000)
     try:
-        _create(bootstrap, topic_prefix, partitions)
+        _create(bootstrap, topic_prefix, partitions, learn_retention_ms=retention_ms)
     except TopicError as error:
         err_console.print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
 __all__ = [
+    "KEEP_FOREVER",
+    "LEARN_RETENTION_MS",
     "TopicError",
     "TopicNames",
     "TopicSpec",
@@ -31,8 +33,10 @@ __all__ = [
 # it the pairwise transfer); the broker's default limit is 1 MB.
 SNAPSHOT_MAX_BYTES = 64 * 1024 * 1024
 # The learn log must reach back to the oldest snapshot a restart may load (snapshots come every
-# minute or so): a week is plenty, and keeps it replayable for audits.
+# minute or so): a week is plenty, and keeps it replayable for audits. A model rebuilt after an
+# upgrade has learned only what it keeps: `topics create --learn-retention-days` raises it.
 LEARN_RETENTION_MS = 7 * 24 * 3600 * 1000
+KEEP_FOREVER = -1  # Kafka's retention.ms for no time limit
 ADMIN_TIMEOUT_S = 30.0
 
 
@@ -84,7 +88,9 @@ class TopicSpec:
     config: dict[str, str]
 
 
-def topic_specs(names: TopicNames, partitions: int) -> list[TopicSpec]:
+def topic_specs(
+    names: TopicNames, partitions: int, learn_retention_ms: int = LEARN_RETENTION_MS
+) -> list[TopicSpec]:
     """The topics of one fleet; ``partitions`` for the job topics and their state."""
     compacted = {"cleanup.policy": "compact"}
     return [
@@ -94,26 +100,36 @@ def topic_specs(names: TopicNames, partitions: int) -> list[TopicSpec]:
         TopicSpec(names.dlq, 1, {}),
         TopicSpec(names.models, 1, {**compacted, "max.message.bytes": str(SNAPSHOT_MAX_BYTES)}),
         # one partition: the model is a fold over this log, in its order
-        TopicSpec(names.learn, 1, {"retention.ms": str(LEARN_RETENTION_MS)}),
+        TopicSpec(names.learn, 1, {"retention.ms": str(learn_retention_ms)}),
         TopicSpec(names.state, partitions, compacted),
     ]
 
 
 def create_topics(
-    admin: AdminClient, names: TopicNames, partitions: int, replication_factor: int = 1
+    admin: AdminClient,
+    names: TopicNames,
+    partitions: int,
+    replication_factor: int = 1,
+    learn_retention_ms: int | None = None,
 ) -> dict[str, str]:
     """Create the missing topics; check the existing ones. Returns ``{name: what happened}``.
 
     Idempotent: run it again and every topic is ``exists``. ``partitions`` applies to a new
     fleet; an existing job topic's count wins. Raises :class:`TopicError` when existing topics
-    disagree with it (the job topics and the state are co-partitioned).
+    disagree with it (the job topics and the state are co-partitioned). ``learn_retention_ms``
+    (``KEEP_FOREVER`` for no limit; default: a week for a new topic, an existing one's as it
+    is) is set on the learn topic, existing or new: the one setting an operator changes later.
     """
     from confluent_kafka.admin import NewTopic
 
     existing = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
     if names.submitted in existing:  # an existing fleet keeps its partition count
         partitions = len(existing[names.submitted].partitions)
-    specs = topic_specs(names, partitions)
+    if learn_retention_ms is not None and not (
+        learn_retention_ms > 0 or learn_retention_ms == KEEP_FOREVER
+    ):
+        raise TopicError(f"learn retention {learn_retention_ms} ms: positive, or -1 for forever")
+    specs = topic_specs(names, partitions, learn_retention_ms or LEARN_RETENTION_MS)
     outcome: dict[str, str] = {}
     wrong = []
     for spec in specs:
@@ -144,4 +160,35 @@ def create_topics(
                 if "TOPIC_ALREADY_EXISTS" not in str(error):
                     raise TopicError(f"creating {name}: {error}") from error
                 outcome[name] = "exists"
+    if (
+        learn_retention_ms is not None
+        and names.learn in existing
+        and _set_retention(admin, names.learn, learn_retention_ms)
+    ):
+        outcome[names.learn] = "retention set"
     return outcome
+
+
+def _set_retention(admin: AdminClient, topic: str, retention_ms: int) -> bool:
+    """Set ``topic``'s ``retention.ms``; False if it already was that."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    (described,) = admin.describe_configs([resource], request_timeout=ADMIN_TIMEOUT_S).values()
+    if described.result(timeout=ADMIN_TIMEOUT_S)["retention.ms"].value == str(retention_ms):
+        return False
+    entry = ConfigEntry(
+        "retention.ms", str(retention_ms), incremental_operation=AlterConfigOpType.SET
+    )
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+    (altered,) = admin.incremental_alter_configs([resource]).values()
+    try:
+        altered.result(timeout=ADMIN_TIMEOUT_S)
+    except Exception as error:
+        raise TopicError(f"setting {topic}'s retention.ms: {error}") from error
+    return True

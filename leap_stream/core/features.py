@@ -356,8 +356,9 @@ class FeatureEncoder:
         features = table.copy()
         # Gradient all-reduce time over compute time by the textbook estimate, as
         # log(1 + ratio): the share of a step spent talking rather than computing. FLOPs per
-        # sample are unknown for families without a sequence length, so the ratio is only known
-        # up to a factor: a few offsets of it let the model find where the knee lies.
+        # sample are unknown for families without a sequence length unless the submission says
+        # them, so the ratio is only known up to a factor: a few offsets of it let the model
+        # find where the knee lies.
         log_ratio = features[_PEAK_OVER_LINK] + job.log_comm_over_work
         features[_COMMUNICATION] = np.logaddexp(0.0, log_ratio - _OFFSETS)
         features[_TYPE_COMMUNICATION] = features[_COMMUNICATION.start + 1]

@@ -54,10 +54,10 @@ __all__ = [
 ]
 
 # The utilisation the roofline baseline and the communication estimate assume for compute: the
-# model learns how far off it is per family, model type and hardware. At the peak (1.0) every
-# prediction starts e^0.9 too fast, and each new one-hot's first steps (AdaGrad's, sized by the
-# error) take a share of that common bias instead of what is its own: MLPerf by round 31.2% ->
-# 40.1% within 20%, in every round (docs/real-data.md).
+# model learns how far off it is per family, model type and hardware. At the peak (1.0) a job
+# running at a typical 40% starts predicted e^0.9 too fast, and each new one-hot's first steps
+# (AdaGrad's, sized by the error) take a share of that common bias instead of what is its own:
+# MLPerf by round 31.2% -> 40.1% within 20%, in every round (docs/real-data.md).
 ASSUMED_MFU = 0.4
 COMMUNICATION_OFFSETS = (0.0, 3.0, 6.0)
 MEMORY_KNEES = (-1.5, 0.0, 1.5)

@@ -43,7 +43,7 @@ INPUT_GROUPS: dict[str, str] = {
     ),
     "learned_model": (
         "the online model's learning: its weights stay zero, so predictions are the roofline"
-        " at full utilisation, corrected by the lineage's priors"
+        " at the assumed 40% utilisation, corrected by the lineage's priors"
     ),
 }
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from replay_speed import ensure_fleet
+from replay_speed import add_fleet_arguments, ensure_fleet
 
 from leap_stream.core import LeapCore
 from leap_stream.core.catalog import default_catalog
@@ -68,12 +68,7 @@ def fold(log: list[bytes]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line, get a fleet, fold its learn log."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fleet", type=Path, help="fleet directory to reuse (or generate into)")
-    parser.add_argument("--days", type=int, default=3, help="days to generate (default 3)")
-    parser.add_argument(
-        "--jobs-per-day", type=int, default=30_000, help="attempts a day (default 30,000)"
-    )
-    parser.add_argument("--seed", type=int, default=5, help="generator seed (default 5)")
+    add_fleet_arguments(parser, days=3, jobs_per_day=30_000, seed=5)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         fleet = args.fleet or Path(tmp) / "fleet"

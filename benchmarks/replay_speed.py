@@ -119,6 +119,19 @@ def peak_rss_mb() -> float:
     return kib / 1024 if sys.platform != "darwin" else kib / 2**20
 
 
+def add_fleet_arguments(
+    parser: argparse.ArgumentParser, days: int, jobs_per_day: int, seed: int
+) -> None:
+    """``--fleet`` to reuse, or the ``--days``, ``--jobs-per-day`` and ``--seed`` of one to
+    generate (:func:`ensure_fleet`), with these defaults."""
+    parser.add_argument("--fleet", type=Path, help="fleet directory to reuse (or generate into)")
+    parser.add_argument("--days", type=int, default=days, help=f"days to generate ({days})")
+    parser.add_argument(
+        "--jobs-per-day", type=int, default=jobs_per_day, help=f"attempts a day ({jobs_per_day:,})"
+    )
+    parser.add_argument("--seed", type=int, default=seed, help=f"generator seed ({seed})")
+
+
 def ensure_fleet(fleet: Path, days: int, jobs_per_day: int, seed: int) -> None:
     """Generate a fleet into ``fleet`` (in a child process) unless it already holds one."""
     if (fleet / "history.parquet").exists() and (fleet / "oracle.parquet").exists():
@@ -193,12 +206,7 @@ def print_split(timer: StepTimer, events: int, loop_seconds: float) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line, get a fleet, replay it."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fleet", type=Path, help="fleet directory to reuse (or generate into)")
-    parser.add_argument("--days", type=int, default=30, help="days to generate (default 30)")
-    parser.add_argument(
-        "--jobs-per-day", type=int, default=3_000, help="attempts a day (default 3,000)"
-    )
-    parser.add_argument("--seed", type=int, default=1, help="generator seed (default 1)")
+    add_fleet_arguments(parser, days=30, jobs_per_day=3_000, seed=1)
     parser.add_argument(
         "--no-split", dest="split", action="store_false", help="skip the per-step timers"
     )

@@ -5,6 +5,11 @@ the fact (``replay --nightly``). A running service needs the same rule fed as it
 learner scores the online model and each published nightly model on every learn example, day
 by day, and at the first example of a new day the rule decides who ranks from then on.
 
+Several workers write the learn log, so an example can arrive after a later day has opened (a
+worker that lags behind the others). It is scored on its own day while the next decision still
+reads that day (the rule's window); older, it is counted in ``late`` and not scored. The decision
+at a day's first example is taken on what has arrived by then.
+
 Every model is scored the same way, on the same examples: its prediction of the example's
 ``target`` (log throughput net of the lineage's offset, what the models learn), within 10% of
 the measured throughput when ``|exp(predicted - target) - 1| <= 0.1``. The lineage's priors and
@@ -49,6 +54,7 @@ Once a nightly model is scored, so is the ensemble (``ensemble``,
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -94,6 +100,7 @@ class ChampionChallenger:
         self.challengers: dict[str, Challenger] = {}
         # (day, {model: (within 10%, scored)}), oldest first; the last entry is the open day
         self.scores: list[tuple[date, dict[str, Score]]] = []
+        self.late = 0  # examples of a day older than the window: not scored
 
     def add_challenger(self, name: str, model: Any, cutoff_ms: float, version: str = "") -> None:
         """Score ``model`` as ``name`` from now on (a newer nightly model of a name replaces the
@@ -116,8 +123,9 @@ class ChampionChallenger:
         if not self.scores or day > self.scores[-1][0]:
             self.scores.append((day, {}))
             del self.scores[: -(self.rule.window_days + 1)]
+        tally = self._tally(day)
         position = online.encoder.hw.index.get(example["hardware_type"])
-        if position is None:
+        if tally is None or position is None:
             return decision
         at = np.array([position])
         now_ms = when.timestamp() * 1000.0
@@ -131,12 +139,26 @@ class ChampionChallenger:
         }
         if len(predicted) > 1:  # the ensemble of what is scored (as Ensemble predicts)
             predicted[ENSEMBLE] = sum(predicted.values()) / len(predicted)
-        today = self.scores[-1][1]
         for name, value in predicted.items():
             hit = abs(math.exp(value - example["target"]) - 1.0) <= WITHIN
-            within, scored = today.get(name, (0, 0))
-            today[name] = (within + int(hit), scored + 1)
+            within, scored = tally.get(name, (0, 0))
+            tally[name] = (within + int(hit), scored + 1)
         return decision
+
+    def _tally(self, day: date) -> dict[str, Score] | None:
+        """The scores of ``day``: the open day's, or an earlier day's for a late example while
+        the next decision reads that day (a day without an example yet gets its entry); None
+        for a day no decision will read again."""
+        days = [kept for kept, _ in self.scores]
+        position = bisect_left(days, day)
+        missing = position == len(days) or days[position] != day
+        # the next decision pools the last window_days entries, the open day's among them
+        if position < len(days) + missing - self.rule.window_days:
+            self.late += 1
+            return None
+        if missing:
+            self.scores.insert(position, (day, {}))
+        return self.scores[position][1]
 
     def state(self) -> dict[str, Any]:
         """The record to resume from (the challengers' models travel on their own)."""

@@ -663,7 +663,9 @@ class Worker:
     def _score(self, example: dict[str, Any]) -> None:
         """Score every model on a learn example before the learner learns it (the learner)."""
         assert self.board is not None and self.learner is not None
+        late = self.board.late
         decision = self.board.learn_one(example, self.learner.model)
+        self.metrics.late_examples.inc(self.board.late - late)
         if decision is None:
             return
         serving = self.board.challengers.get(decision.serving)

@@ -100,6 +100,11 @@ class ServiceMetrics:
             ["model"],
             registry=registry,
         )
+        self.late_examples = Counter(
+            "leap_champion_late_examples",
+            "Learn examples of a day older than the promotion rule's window: not scored",
+            registry=registry,
+        )
         self.refused_models = Counter(
             "leap_nightly_models_refused",
             "Nightly models not loaded (other libraries, features or catalog)",

@@ -132,6 +132,45 @@ def test_only_the_window_and_the_open_day_are_kept(encoder) -> None:
     assert [d for d, _ in board.scores] == [(START + timedelta(days=d)).date() for d in (3, 4, 5)]
 
 
+def test_a_late_example_is_scored_on_its_own_day_while_the_window_holds_it(encoder) -> None:
+    # a worker lagging behind the others writes day 1's completions after day 2 has opened
+    board = ChampionChallenger(PromotionRule(margin=0.05, window_days=2, min_attempts=3))
+    online = _trained(encoder, THROUGHPUT * 1.5)
+    board.add_challenger("lightgbm", _trained(encoder, THROUGHPUT), _ms(0))
+    for h in (1, 2, 3):
+        board.learn_one(_example(h), online)
+    assert board.learn_one(_example(25), online) is not None  # day 2 opens: the rule runs
+    for h in (4, 5):  # late: day 1's
+        assert board.learn_one(_example(h), online) is None
+    day1, day2 = (START.date(), (START + timedelta(days=1)).date())
+    assert [(d, s["lightgbm"]) for d, s in board.scores] == [(day1, (5, 5)), (day2, (1, 1))]
+    assert board.late == 0
+    # the next decision reads them: the window pools both days, 6 attempts
+    decision = board.learn_one(_example(49), online)
+    assert decision is not None and decision.attempts == 6
+
+
+def test_an_example_of_a_day_no_decision_reads_again_is_counted_late(encoder) -> None:
+    board = ChampionChallenger(PromotionRule(window_days=2))
+    online = _trained(encoder, THROUGHPUT)
+    for day in (0, 1, 2):
+        board.learn_one(_example(24 * day + 1), online)
+    board.learn_one(_example(24 * 1 + 2), online)  # day 1: the next decision pools days 1, 2
+    board.learn_one(_example(2), online)  # day 0: no decision reads it again
+    assert [s.get("online") for _, s in board.scores] == [(1, 1), (2, 2), (1, 1)]
+    assert board.late == 1
+
+
+def test_a_late_example_of_a_day_nobody_scored_gets_that_day(encoder) -> None:
+    board = ChampionChallenger(PromotionRule(window_days=3))
+    online = _trained(encoder, THROUGHPUT)
+    board.learn_one(_example(1), online)
+    board.learn_one(_example(48 + 1), online)
+    board.learn_one(_example(24 + 1), online)
+    assert [d for d, _ in board.scores] == [(START + timedelta(days=d)).date() for d in (0, 1, 2)]
+    assert board.late == 0
+
+
 def test_state_resumes_the_same_scoreboard(encoder) -> None:
     rule = PromotionRule(margin=0.05, window_days=1, min_attempts=3)
     board = ChampionChallenger(rule)

@@ -446,6 +446,7 @@ def _replay(
     lineage_half_life: float = HALF_LIFE_DAYS,
     nightly: Any = None,
     pick_feedback: bool = True,
+    follow_ranking: bool = False,
 ) -> None:
     from leap_stream.backtest.replay import HOLDOUT_FIRST, REJECTS_FILE, OracleError, replay
     from leap_stream.data.history import HistoryError
@@ -453,6 +454,8 @@ def _replay(
     errors: tuple[type[Exception], ...] = (HistoryError, OracleError)
     rankings = None
     title = f"backtest of {history.name}"
+    if follow_ranking:
+        title += ", the fleet following the ranking"
     if via_kafka is not None:
         from confluent_kafka import KafkaException
 
@@ -477,6 +480,7 @@ def _replay(
             holdout_first=HOLDOUT_FIRST if holdout_first is None else holdout_first,
             nightly=nightly,
             pick_feedback=pick_feedback,
+            follow_ranking=follow_ranking,
         )
     console.print(summary_view(summary, title=title))
     if summary.get("nightly"):
@@ -650,6 +654,16 @@ def replay_command(
             "completions only.",
         ),
     ] = True,
+    follow_ranking: Annotated[
+        bool,
+        typer.Option(
+            "--follow-ranking",
+            help="With --oracle: replay a fleet that follows the ranking. Each attempt runs on "
+            "its first choice that can run (the oracle's throughput there, with the attempt's "
+            "own noise) and the core learns that, as a deployed service would; without it the "
+            "core learns where the history ran each attempt (docs/metrics.md).",
+        ),
+    ] = False,
 ) -> None:
     """Backtest a history: rank each submission, score it when it completes, then learn.
 
@@ -677,6 +691,13 @@ def replay_command(
         )
     elif nightly and (held or via_kafka is not None):
         problem = "--nightly needs the in-process core learning every completion"
+    elif follow_ranking and oracle is None:
+        problem = "--follow-ranking needs --oracle: the throughput where the ranking puts a job"
+    elif follow_ranking and (held or via_kafka is not None or nightly or not pick_feedback):
+        problem = (
+            "--follow-ranking plays the in-process core's own choices: not with "
+            "--holdout-hardware, --via-kafka, --nightly or --no-pick-feedback"
+        )
     if problem:
         err_console.print(f"[red]error:[/red] {escape(problem)}")
         raise typer.Exit(2)
@@ -699,6 +720,7 @@ def replay_command(
         if nightly
         else None,
         pick_feedback,
+        follow_ranking,
     )
 
 

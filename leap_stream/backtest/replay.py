@@ -45,6 +45,7 @@ from leap_stream.backtest.report import write_report
 from leap_stream.core import LeapCore, LookupRanker
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.eligibility import Eligibility
+from leap_stream.core.leap import OUT_OF_MEMORY, SUCCEEDED
 from leap_stream.core.priors import HALF_LIFE_DAYS
 from leap_stream.core.ranking import Ranking
 from leap_stream.data.history import Reject, iter_events, read_oracle_batches
@@ -452,8 +453,14 @@ class _Session:
         lineage_half_life_days: float = HALF_LIFE_DAYS,
         pick_feedback: bool = True,
         without: Collection[str] = (),
+        follow_ranking: bool = False,
     ) -> None:
         self.pick_feedback = pick_feedback
+        self.follow_ranking = follow_ranking
+        # follow_ranking: attempts run elsewhere than in the history, and choices tried that
+        # did not fit before one did
+        self.moved = 0
+        self.failed_tries = 0
         self.core = LeapCore(
             catalog, lineage_half_life_days=lineage_half_life_days, without=without
         )
@@ -535,6 +542,45 @@ class _Session:
             hardware = self.core.hw.names[position]
             self.core.learn_placement(flight.job, str(hardware), out_of_memory=not fits)
 
+    def _followed(self, flight: _InFlight, event: dict[str, Any]) -> dict[str, Any]:
+        """The completion had the fleet run the attempt where the ranking put it first
+        (``follow_ranking``).
+
+        The choices are tried in order: one that cannot run (the oracle's say) fails out of
+        memory, which the core learns (:meth:`~leap_stream.core.LeapCore.learn_placement`), and
+        the first that can runs the attempt. Its throughput there is the oracle's, times the
+        attempt's own deviation from the oracle where the history ran it (its run-to-run noise,
+        a straggler). An abstention, a history's out-of-memory failure (no throughput to carry,
+        and the attempt failed) and an attempt on no catalog type stay as they were; another
+        failure or a preemption moves with the attempt.
+        """
+        ranking, truth = flight.model, flight.truth
+        ran_on = self.core.hw.index.get(event["hardware_type"])
+        if truth is None or ranking.abstained or ran_on is None:
+            return event
+        if event.get("failure_reason") == OUT_OF_MEMORY:
+            return event
+        names = self.core.hw.names
+        for candidate in ranking.order[: ranking.ranked_count].tolist():
+            position = int(flight.positions[candidate])
+            if position < 0:  # not a catalog type: no oracle to run it on
+                continue
+            if not np.isfinite(truth[position]):
+                self.failed_tries += 1
+                self.core.learn_placement(flight.job, str(names[position]), out_of_memory=True)
+                continue
+            if position == ran_on:
+                return event
+            self.moved += 1
+            followed = {**event, "hardware_type": str(names[position])}
+            throughput = event.get("throughput")
+            if event["status"] == SUCCEEDED and throughput:
+                there = truth[ran_on]
+                noise = throughput / float(there) if np.isfinite(there) else 1.0
+                followed["throughput"] = float(truth[position]) * noise
+            return followed
+        return event
+
     def completed(self, event: dict[str, Any]) -> None:
         """Score the attempt first (prequential), then let both predictors learn from it.
 
@@ -544,14 +590,17 @@ class _Session:
         """
         job_id = event["job_id"]
         flight = self.in_flight.pop(job_id, None)
+        priced = event  # decisions are priced on the history's attempt, followed or not
+        if flight is not None and self.follow_ranking:
+            event = self._followed(flight, event)
         hardware = event["hardware_type"]
         held = flight is not None and self.holdout_left.get(hardware, 0) > 0
         if flight is not None:
-            outcome = _outcome(flight, event, self.decisions, held)
+            outcome = _outcome(flight, event, self.decisions, held, priced)
             self.backtest.observe(outcome)
             if outcome.holdout:
                 self.holdout_left[hardware] -= 1
-            if self.pick_feedback:
+            if self.pick_feedback and not self.follow_ranking:
                 self._pick_fit(flight)
         if self.tap is not None:  # before the core learns from it, as the online model was
             self.tap.completed(self.core, event, outcome if flight is not None else None)
@@ -581,6 +630,7 @@ def replay(
     pick_feedback: bool = True,
     nightly: NightlyOptions | None = None,
     without: Collection[str] = (),
+    follow_ranking: bool = False,
 ) -> dict[str, Any]:
     """Replay ``history`` through the core; write summary.json, daily.csv and report.html.
 
@@ -621,6 +671,15 @@ def replay(
     without
         Input groups the online core leaves out (:mod:`leap_stream.core.inputs`; an ablation,
         see :mod:`leap_stream.backtest.ablation`). Not with ``rankings`` or ``nightly``.
+    follow_ranking
+        A fleet that follows the ranking (needs ``oracle``): each attempt runs on the ranking's
+        first choice that can run, at the oracle's throughput there times the attempt's own
+        noise, and the core and the lookup table learn that (``_Session._followed``), the
+        choices tried before it failing out of memory. Without it the replay is open-loop:
+        the core learns where the history ran each attempt, never from its own choices. The
+        decision figures are priced the same way in both; the accuracy figures are those of
+        where each attempt ran. Not with ``rankings``, ``holdout_hardware``, ``nightly`` or
+        without ``pick_feedback`` (the followed fleet's failures are what it learns from).
 
     Returns
     -------
@@ -639,10 +698,26 @@ def replay(
         raise ValueError("a nightly replay needs the in-process core learning every completion")
     if without and (nightly is not None or rankings is not None):
         raise ValueError("input groups are left out of the in-process online core only")
+    if follow_ranking and (
+        oracle is None or rankings is not None or holdout or nightly is not None
+    ):
+        raise ValueError(
+            "following the ranking needs an oracle and the in-process core, without a holdout "
+            "or nightly retrains"
+        )
+    if follow_ranking and not pick_feedback:
+        raise ValueError("a fleet that follows the ranking learns from its own failures")
     out_dir.mkdir(parents=True, exist_ok=True)
     pick_feedback = pick_feedback and rankings is None  # the service hears no counterfactuals
     session = _Session(
-        catalog, oracle, holdout, holdout_first, lineage_half_life_days, pick_feedback, without
+        catalog,
+        oracle,
+        holdout,
+        holdout_first,
+        lineage_half_life_days,
+        pick_feedback,
+        without,
+        follow_ranking,
     )
     counts = session.counts
     rejects: list[Reject] | None = None if strict else []
@@ -703,6 +778,11 @@ def replay(
         }
     if "decisions" in summary:
         summary["decisions"]["unrunnable_pick_hours"] = UNRUNNABLE_PICK_HOURS
+    if follow_ranking:
+        summary["follow_ranking"] = {
+            "moved_attempts": session.moved,
+            "failed_tries": session.failed_tries,
+        }
     nightly_frame = None
     if run is not None:
         try:
@@ -719,7 +799,8 @@ def replay(
             backtest.by_hardware(),
             backtest.by_family(),
             backtest.calibration(),
-            title=f"leap-stream backtest: {history.name}",
+            title=f"leap-stream backtest: {history.name}"
+            + (" (the fleet following the ranking)" if follow_ranking else ""),
             nightly=nightly_frame,
         )
     return summary
@@ -765,8 +846,14 @@ def _rate(counts: Counter[str], elapsed: float) -> float:
 
 
 def _outcome(
-    flight: _InFlight, completed: dict[str, Any], decisions: _Decisions, held: bool = False
+    flight: _InFlight,
+    completed: dict[str, Any],
+    decisions: _Decisions,
+    held: bool = False,
+    priced: dict[str, Any] | None = None,
 ) -> AttemptOutcome:
+    """Score an attempt: its accuracy where it ran (``completed``), and the decision costs of
+    the history's attempt (``priced``, default ``completed``)."""
     job = flight.job
     hardware = completed["hardware_type"]
     predicted, lower, upper, source = _value_for(flight.model, hardware)
@@ -776,7 +863,7 @@ def _outcome(
     extra: dict[str, Any] = {}
     truth = flight.truth
     if truth is not None:
-        extra = decisions.costs(flight, completed, hours)
+        extra = decisions.costs(flight, priced or completed, hours)
         position = decisions.index.get(hardware)
         if actual is not None and position is not None and np.isfinite(truth[position]):
             extra["oracle_predicted"] = float(truth[position])

@@ -84,9 +84,12 @@ __all__ = [
 # sheet: predictions for it are marked cold_start (and get that source's wider intervals).
 COLD_START_MIN_OBSERVATIONS = 50
 # How much an uncertain prediction is charged when ranking (log scale, divided by the square
-# root of 1 + the observations the model has of this family on that hardware).
-# 0.5 measured best of 0, 0.5 and 1 on a 60-day backtest (top-1 regret 5.8%, 4.9%, 5.0%).
-RISK_AVERSION = 0.5
+# root of 1 + the observations the model has of this family on that hardware). 0.25 measured
+# best of 0, 0.1, 0.25 and 0.5 on both 60-day fleets (top-1 regret 7.16%, 6.96%, 6.80%, 6.86%
+# and 7.85%, 7.62%, 7.65%, 8.10%), the same on the six-month one (2.71% and 2.70%), and better
+# on the 60-day fleets followed by their ranking (4.27% and 4.45% against 4.78% and 4.63%,
+# where a smaller charge explores more; docs/results.md).
+RISK_AVERSION = 0.25
 SUCCEEDED = "succeeded"
 OUT_OF_MEMORY = "oom"  # JobCompleted.failure_reason
 # A transferred residual is shrunk towards zero (priors.SHRINK_TRANSFER) up to this size (log

@@ -25,15 +25,16 @@ JOBS = 60
 SIGNATURE = config_signature(submitted_event("j", "l", hours(0)))
 
 
-def _first_choice() -> tuple[str, str, float]:
-    """The untrained core's first choice of CANDIDATES, the other one, and the ratio of their
-    predicted costs (other / first, > 1)."""
+def _first_choice() -> tuple[str, str, dict[str, float], float]:
+    """The untrained core's first choice of CANDIDATES, the other one, its predicted throughput
+    on each, and the ratio of their predicted costs (other / first, > 1)."""
     ranking = LeapCore(default_catalog()).on_submitted(
         submitted_event("probe", "probe", hours(0), candidates=CANDIDATES)
     )
     first, other = (ranking.hardware[i] for i in ranking.order[:2])
     cost = dict(zip(ranking.hardware, ranking.cost_per_1k.tolist(), strict=True))
-    return first, other, cost[other] / cost[first]
+    speed = dict(zip(ranking.hardware, ranking.predicted.tolist(), strict=True))
+    return first, other, speed, cost[other] / cost[first]
 
 
 def _history_where_the_first_choice_flatters(tmp_path: Path) -> tuple[Path, Path]:
@@ -41,11 +42,7 @@ def _history_where_the_first_choice_flatters(tmp_path: Path) -> tuple[Path, Path
     every attempt. Every other job can run on the other type only (its own candidate list), so
     a fleet that follows the ranking still measures that type. A new lineage each time: only
     the model can learn it."""
-    first, other, cheaper_by = _first_choice()
-    predicted = LeapCore(default_catalog()).on_submitted(
-        submitted_event("probe", "probe", hours(0), candidates=CANDIDATES)
-    )
-    speed = dict(zip(predicted.hardware, predicted.predicted.tolist(), strict=True))
+    first, other, speed, cheaper_by = _first_choice()
     # the first choice runs 2 x cheaper_by slower than predicted: twice the other's cost
     truth = {first: speed[first] / (2.0 * cheaper_by), other: speed[other]}
     events: list[tuple[str, dict[str, Any]]] = []
@@ -98,7 +95,7 @@ def test_a_fleet_following_the_ranking_unlearns_a_flattering_prediction(tmp_path
 def test_the_followed_attempt_runs_on_the_first_choice_with_its_own_noise(
     tmp_path: Path,
 ) -> None:
-    first, other, _ = _first_choice()
+    first, other, _, _ = _first_choice()
     truth = {first: 100.0, other: 400.0}
     oracle = tmp_path / "oracle.parquet"
     rows = [("j0", name, value) for name, value in truth.items()]
@@ -122,7 +119,7 @@ def test_the_followed_attempt_runs_on_the_first_choice_with_its_own_noise(
 def test_a_choice_that_cannot_run_fails_out_of_memory_and_the_next_one_runs(
     tmp_path: Path,
 ) -> None:
-    first, other, _ = _first_choice()
+    first, other, _, _ = _first_choice()
     oracle = tmp_path / "oracle.parquet"
     rows = [("j0", first, None), ("j0", other, 300.0)]
     write_oracle([pd.DataFrame(rows, columns=["job_id", "hardware_type", "throughput"])], oracle)

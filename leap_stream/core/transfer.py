@@ -26,7 +26,10 @@ errors alone ignore: they gave the measured ratios 0.32 of the say on a 60-day f
 on Gavel, where 0.17 and 0.96 minimise the error. A pair nobody has measured keeps the model's
 ratio.
 
->>> import numpy as np
+>>> import math
+
+import math
+import numpy as np
 >>> pairs = PairwiseTransfer(["A", "B", "C"])
 >>> for _ in range(30):  # the model says B is as efficient as A; jobs measure 35% more on B
 ...     pairs.learn_one("resnet", "cnn", reference=0, hardware=1, measured=0.3, model=0.0)
@@ -39,6 +42,7 @@ ratio.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,19 +70,26 @@ MIN_SPREAD_WEIGHT = 3.0
 MIN_SPREAD = 0.002
 # The configuration-local level: a model type's ratios near this job's configuration (batch per
 # device, devices, sequence, tensor and pipeline parallelism, in doublings). An observation
-# weighs exp(-LOCAL_SHARPNESS x its L1 distance) and LOCAL_PRIOR of the model type's mean is
-# added, so a job with no neighbour reads the model type's mean. Each (model type, reference)
-# keeps its last LOCAL_CAPACITY observations. Sharpness 2 to 4 and a prior of 0.005 to 0.02 gave
-# Gavel's leave-one-out the same 73.2% within 20%; the fleets move by hundredths (results.md).
-LOCAL_SHARPNESS = 3.0
-LOCAL_PRIOR = 0.005
+# weighs exp(-sharpness x its L1 distance), and the model type's mean counts as one more
+# observation LOCAL_PRIOR_DISTANCE doublings away, so a job with no neighbour reads the mean.
+# How fast a ratio moves with the configuration is the data's to say (Gavel's ResNet-18 ratios
+# move with every doubling of the batch; a fleet's lineages differ in more than their batch):
+# each sharpness of LOCAL_SHARPNESSES is scored prequentially on every observation the level
+# could have predicted, and the one with the least squared error serves, DEFAULT_SHARPNESS until
+# MIN_SHARPNESS_SCORED observations are scored. Each (model type, reference) keeps its last
+# LOCAL_CAPACITY observations.
+LOCAL_SHARPNESSES = (1.0, 2.0, 3.0, 4.0, 6.0)
+DEFAULT_SHARPNESS = 3.0
+LOCAL_PRIOR_DISTANCE = 1.75
+MIN_SHARPNESS_SCORED = 20
 LOCAL_CAPACITY = 32
 _COORDINATES = 5
+_SHARPNESSES = np.array(LOCAL_SHARPNESSES)
 _ALL = "*"
 
 
 def config_coordinates(job: Mapping[str, Any]) -> np.ndarray:
-    """Where a configuration sits among its model type's, in doublings (see LOCAL_SHARPNESS).
+    """Where a configuration sits among its model type's, in doublings (see LOCAL_SHARPNESSES).
 
     >>> config_coordinates({"global_batch_size": 256, "num_devices": 8, "seq_len": None,
     ...     "tensor_parallel": 1, "pipeline_parallel": 2}).tolist()
@@ -121,16 +132,31 @@ class _Neighbours:
         self.size = min(self.size + 1, len(self.value))
         self.next = at + 1
 
-    def weighted(self, coordinates: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def weighted(
+        self, coordinates: np.ndarray, n: int, sharpness: float
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Per target position: the sums of weight x value and of weights near ``coordinates``."""
         k = self.size
         distance = np.abs(self.coordinates[:k] - coordinates).sum(axis=1)
-        weight = np.exp(-LOCAL_SHARPNESS * distance)
+        weight = np.exp(-sharpness * distance)
         target = self.target[:k]
         return (
             np.bincount(target, weight * self.value[:k], minlength=n),
             np.bincount(target, weight, minlength=n),
         )
+
+    def estimates(self, coordinates: np.ndarray, target: int, mean: float) -> np.ndarray | None:
+        """The level's estimate for ``target`` at each of LOCAL_SHARPNESSES (None without a
+        neighbour there), the model type's ``mean`` counting as its prior."""
+        k = self.size
+        here = self.target[:k] == target
+        if not here.any():
+            return None
+        distance = np.abs(self.coordinates[:k][here] - coordinates).sum(axis=1)
+        sharpness = _SHARPNESSES[:, None]
+        weight = np.exp(-sharpness * distance)
+        prior = np.exp(-_SHARPNESSES * LOCAL_PRIOR_DISTANCE)
+        return (weight @ self.value[:k][here] + prior * mean) / (weight.sum(axis=1) + prior)
 
 
 class PairwiseTransfer:
@@ -150,11 +176,16 @@ class PairwiseTransfer:
         self.learned = 0
         # (model type, reference position) -> its last observations, for the local level
         self._local: dict[tuple[str, int], _Neighbours] = {}
+        # running mean squared error of the local level at each of LOCAL_SHARPNESSES
+        self.local_error = np.zeros(len(LOCAL_SHARPNESSES))
+        self.local_scored = 0
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("_local", {})  # pickled before the local level
         self.__dict__.setdefault("cross_error", 0.0)
+        self.__dict__.setdefault("local_error", np.zeros(len(LOCAL_SHARPNESSES)))
+        self.__dict__.setdefault("local_scored", 0)
 
     def _levels(self, model_type: str, family: str) -> tuple[str, str, str]:
         return (_ALL, f"family={family}", f"type={model_type}")
@@ -169,6 +200,19 @@ class PairwiseTransfer:
         """What related jobs measured from ``reference`` to each type, and how much of it
         there is (the all-jobs weight; 0 where no job measured the pair); with a job's
         ``coordinates`` (:func:`config_coordinates`), what its model type measured near it."""
+        value, evidence = self._pooled(model_type, family, reference)
+        near = self._local.get((model_type, reference)) if coordinates is not None else None
+        if near is not None:
+            sharpness = self.local_sharpness()
+            sums, weights = near.weighted(coordinates, len(self.hardware), sharpness)
+            prior = math.exp(-sharpness * LOCAL_PRIOR_DISTANCE)
+            value = (sums + prior * value) / (weights + prior)
+        return value, evidence
+
+    def _pooled(
+        self, model_type: str, family: str, reference: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`measured_ratio` without the configuration-local level."""
         n = len(self.hardware)
         value, evidence = np.zeros(n), np.zeros(n)
         for i, key in enumerate(self._levels(model_type, family)):
@@ -180,11 +224,14 @@ class PairwiseTransfer:
                 evidence = row[1]
             else:
                 value = (row[0] + PRIOR_WEIGHT * value) / (row[1] + PRIOR_WEIGHT)
-        near = self._local.get((model_type, reference)) if coordinates is not None else None
-        if near is not None:
-            sums, weights = near.weighted(coordinates, n)
-            value = (sums + LOCAL_PRIOR * value) / (weights + LOCAL_PRIOR)
         return value, evidence
+
+    def local_sharpness(self) -> float:
+        """The sharpness of the configuration-local level with the least prequential squared
+        error so far (DEFAULT_SHARPNESS until MIN_SHARPNESS_SCORED are scored)."""
+        if self.local_scored < MIN_SHARPNESS_SCORED:
+            return DEFAULT_SHARPNESS
+        return LOCAL_SHARPNESSES[int(np.argmin(self.local_error))]
 
     def spread(self, model_type: str, family: str, reference: int) -> np.ndarray:
         """How much jobs' ratios from ``reference`` to each type vary around their mean (a
@@ -251,6 +298,8 @@ class PairwiseTransfer:
         on ``hardware`` (:func:`config_coordinates`)."""
         if reference == hardware or not np.isfinite(measured):
             return
+        if coordinates is not None:
+            self._score_sharpness(model_type, family, reference, hardware, measured, coordinates)
         pooled, evidence = self.measured_ratio(model_type, family, reference, coordinates)
         if evidence[hardware] > 0:  # both estimates existed: score them
             errors = np.array([pooled[hardware] - measured, model - measured])
@@ -271,3 +320,24 @@ class PairwiseTransfer:
                     near = self._local[(model_type, a)] = _Neighbours()
                 near.add(b, coordinates, value)
         self.learned += 1
+
+    def _score_sharpness(
+        self,
+        model_type: str,
+        family: str,
+        reference: int,
+        hardware: int,
+        measured: float,
+        coordinates: np.ndarray,
+    ) -> None:
+        """Score each sharpness of the local level on an observation before it is learned."""
+        near = self._local.get((model_type, reference))
+        if near is None:
+            return
+        mean = self._pooled(model_type, family, reference)[0][hardware]
+        estimates = near.estimates(coordinates, hardware, mean)
+        if estimates is None:
+            return
+        self.local_scored += 1
+        decay = 1.0 / min(self.local_scored, ERROR_WINDOW)
+        self.local_error += ((estimates - measured) ** 2 - self.local_error) * decay

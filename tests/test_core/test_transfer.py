@@ -12,7 +12,13 @@ import pytest
 
 from leap_stream.core.catalog import default_catalog
 from leap_stream.core.leap import LeapCore
-from leap_stream.core.transfer import PairwiseTransfer, config_coordinates
+from leap_stream.core.transfer import (
+    DEFAULT_SHARPNESS,
+    LOCAL_SHARPNESSES,
+    MIN_SHARPNESS_SCORED,
+    PairwiseTransfer,
+    config_coordinates,
+)
 
 T0 = datetime(2025, 6, 1, tzinfo=UTC)
 HARDWARE = ["A", "B", "C"]
@@ -96,6 +102,48 @@ def test_a_ratio_is_read_near_the_jobs_own_configuration() -> None:
     assert other[1] == pytest.approx(pooled[1], abs=0.2)
 
 
+def _sweeps(pairs: PairwiseTransfer, ratio_of_batch: Any, noise: float, sweeps: int) -> None:
+    """A model type that runs batches of 16 to 512 per device on A and B, again and again in
+    random order, its ratio B / A a function of the batch, measured with ``noise``."""
+    rng = np.random.default_rng(3)
+    for _ in range(sweeps):
+        for doublings in rng.permutation(6):
+            batch = 16 * 2 ** int(doublings)
+            pairs.learn_one(
+                "resnet",
+                "cnn",
+                reference=0,
+                hardware=1,
+                measured=ratio_of_batch(batch) + float(rng.normal(0.0, noise)),
+                model=0.0,
+                coordinates=_per_device(batch),
+            )
+
+
+@pytest.mark.parametrize(
+    ("ratio_of_batch", "noise", "chosen"),
+    [
+        # a ratio that flips at every doubling: only the same batch's measurements know it
+        (lambda batch: 0.5 * (-1) ** round(math.log2(batch)), 0.02, max(LOCAL_SHARPNESSES)),
+        # one ratio, noisily measured: every neighbour helps average the noise
+        (lambda batch: 0.3, 0.1, min(LOCAL_SHARPNESSES)),
+    ],
+)
+def test_the_local_level_chooses_its_sharpness_from_what_it_predicted(
+    ratio_of_batch: Any, noise: float, chosen: float
+) -> None:
+    pairs = PairwiseTransfer(HARDWARE)
+    assert pairs.local_sharpness() == DEFAULT_SHARPNESS  # nothing scored yet
+    # (enough sweeps that the first, with no measurement of the same batch yet, fade from the
+    # running error)
+    _sweeps(pairs, ratio_of_batch, noise, sweeps=100)
+    assert pairs.local_scored > MIN_SHARPNESS_SCORED
+    assert pairs.local_sharpness() == chosen
+    # what it serves is what it scored best: a batch's ratio read at that sharpness
+    near, _ = pairs.measured_ratio("resnet", "cnn", 0, _per_device(64))
+    assert near[1] == pytest.approx(ratio_of_batch(64), abs=0.05)
+
+
 @pytest.mark.parametrize(("model_miss", "weight"), [(2.0, 1.0), (0.5, 0.0)])
 def test_the_blend_weight_minimises_the_blends_error_when_both_miss_alike(
     model_miss: float, weight: float
@@ -124,7 +172,8 @@ def test_a_transfer_pickled_before_the_local_level_loads_and_blends_as_it_did() 
     for i in range(20):
         pairs.learn_one("resnet", "cnn", reference=0, hardware=1, measured=0.3, model=0.1 * i)
     old = pickle.loads(pickle.dumps(pairs))
-    del old.__dict__["_local"], old.__dict__["cross_error"]
+    for name in ("_local", "cross_error", "local_error", "local_scored"):
+        del old.__dict__[name]
     loaded = pickle.loads(pickle.dumps(old))
     expected = loaded.squared_error[1] / loaded.squared_error.sum()
     assert loaded.measured_weight() == pytest.approx(expected)  # no covariance yet
@@ -139,6 +188,7 @@ def test_a_transfer_pickled_before_the_local_level_loads_and_blends_as_it_did() 
     )
     near, _ = loaded.measured_ratio("resnet", "cnn", 0, _per_device(32))
     assert near[2] == pytest.approx(0.5)
+    assert loaded.local_sharpness() == DEFAULT_SHARPNESS
 
 
 def _job(job_id: str, lineage: str, model_type: str, **overrides: Any) -> dict[str, Any]:

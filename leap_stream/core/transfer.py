@@ -26,10 +26,7 @@ errors alone ignore: they gave the measured ratios 0.32 of the say on a 60-day f
 on Gavel, where 0.17 and 0.96 minimise the error. A pair nobody has measured keeps the model's
 ratio.
 
->>> import math
-
-import math
-import numpy as np
+>>> import numpy as np
 >>> pairs = PairwiseTransfer(["A", "B", "C"])
 >>> for _ in range(30):  # the model says B is as efficient as A; jobs measure 35% more on B
 ...     pairs.learn_one("resnet", "cnn", reference=0, hardware=1, measured=0.3, model=0.0)

@@ -359,10 +359,13 @@ class Worker:
             consumer.consumer_group_metadata(),
         )
         producer.flush()  # serves the learn log's delivery reports before the commit
+        # GET /rankings/ answers as soon as a client can read the ranking, not a moment after
+        # (a failed commit restarts the worker, and this store with it)
+        for record, _ in published:
+            self.recent.put(record)
         producer.commit_transaction()
         now_ms = time.time() * 1000.0
         for record, submitted_ms in published:
-            self.recent.put(record)
             metrics.ranking(record["abstained"])
             metrics.latency.observe(max(now_ms - submitted_ms, 0.0) / 1000.0)
         # decisions first: a snapshot's scoreboard never gets ahead of the decisions published

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -102,7 +103,9 @@ def test_a_ratio_is_read_near_the_jobs_own_configuration() -> None:
     assert other[1] == pytest.approx(pooled[1], abs=0.2)
 
 
-def _sweeps(pairs: PairwiseTransfer, ratio_of_batch: Any, noise: float, sweeps: int) -> None:
+def _sweeps(
+    pairs: PairwiseTransfer, ratio_of_batch: Callable[[int], float], noise: float, sweeps: int
+) -> None:
     """A model type that runs batches of 16 to 512 per device on A and B, again and again in
     random order, its ratio B / A a function of the batch, measured with ``noise``."""
     rng = np.random.default_rng(3)
@@ -130,7 +133,7 @@ def _sweeps(pairs: PairwiseTransfer, ratio_of_batch: Any, noise: float, sweeps: 
     ],
 )
 def test_the_local_level_chooses_its_sharpness_from_what_it_predicted(
-    ratio_of_batch: Any, noise: float, chosen: float
+    ratio_of_batch: Callable[[int], float], noise: float, chosen: float
 ) -> None:
     pairs = PairwiseTransfer(HARDWARE)
     assert pairs.local_sharpness() == DEFAULT_SHARPNESS  # nothing scored yet

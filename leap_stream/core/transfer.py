@@ -198,13 +198,23 @@ class PairwiseTransfer:
         there is (the all-jobs weight; 0 where no job measured the pair); with a job's
         ``coordinates`` (:func:`config_coordinates`), what its model type measured near it."""
         value, evidence = self._pooled(model_type, family, reference)
+        return self._near(value, model_type, reference, coordinates), evidence
+
+    def _near(
+        self,
+        pooled: np.ndarray,
+        model_type: str,
+        reference: int,
+        coordinates: np.ndarray | None,
+    ) -> np.ndarray:
+        """The configuration-local level over the ``pooled`` levels' values."""
         near = self._local.get((model_type, reference)) if coordinates is not None else None
-        if near is not None:
-            sharpness = self.local_sharpness()
-            sums, weights = near.weighted(coordinates, len(self.hardware), sharpness)
-            prior = math.exp(-sharpness * LOCAL_PRIOR_DISTANCE)
-            value = (sums + prior * value) / (weights + prior)
-        return value, evidence
+        if near is None:
+            return pooled
+        sharpness = self.local_sharpness()
+        sums, weights = near.weighted(coordinates, len(self.hardware), sharpness)
+        prior = math.exp(-sharpness * LOCAL_PRIOR_DISTANCE)
+        return (sums + prior * pooled) / (weights + prior)
 
     def _pooled(
         self, model_type: str, family: str, reference: int
@@ -295,9 +305,10 @@ class PairwiseTransfer:
         on ``hardware`` (:func:`config_coordinates`)."""
         if reference == hardware or not np.isfinite(measured):
             return
+        levels, evidence = self._pooled(model_type, family, reference)
         if coordinates is not None:
-            self._score_sharpness(model_type, family, reference, hardware, measured, coordinates)
-        pooled, evidence = self.measured_ratio(model_type, family, reference, coordinates)
+            self._score_sharpness(model_type, reference, hardware, measured, coordinates, levels)
+        pooled = self._near(levels, model_type, reference, coordinates)
         if evidence[hardware] > 0:  # both estimates existed: score them
             errors = np.array([pooled[hardware] - measured, model - measured])
             self.scored += 1
@@ -321,18 +332,18 @@ class PairwiseTransfer:
     def _score_sharpness(
         self,
         model_type: str,
-        family: str,
         reference: int,
         hardware: int,
         measured: float,
         coordinates: np.ndarray,
+        pooled: np.ndarray,
     ) -> None:
-        """Score each sharpness of the local level on an observation before it is learned."""
+        """Score each sharpness of the local level on an observation before it is learned
+        (``pooled``: the levels above it, the model type's mean among them)."""
         near = self._local.get((model_type, reference))
         if near is None:
             return
-        mean = self._pooled(model_type, family, reference)[0][hardware]
-        estimates = near.estimates(coordinates, hardware, mean)
+        estimates = near.estimates(coordinates, hardware, float(pooled[hardware]))
         if estimates is None:
             return
         self.local_scored += 1

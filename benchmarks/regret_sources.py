@@ -25,6 +25,13 @@ same hidden world (:class:`~leap_stream.data.fleet.hidden.HiddenWorld`).
    vendor so far, its own part on each type from its completions there, each completion
    carrying ``--noise`` (log scale) of what the learner cannot tell apart from it.
 
+4. Whether the rest could be learned from what a history holds: a gradient-boosted model of the
+   prediction's error on the job's configuration and the type's spec sheet (and the family,
+   vendor and type themselves), fitted on the first two thirds of the days, corrects the
+   predictions of the last third. Fitted once on where the attempts ran (all an open-loop
+   history measures) and once on every candidate (what only a fleet that ran each job
+   everywhere would measure): the gap between the two is what the history does not show.
+
 This is not ``summary.json``'s ``top1_regret``: there is no uncertainty charge and no pick that
 cannot run. Read the rows against each other (docs/results.md).
 """
@@ -34,7 +41,9 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import lightgbm
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
@@ -43,6 +52,7 @@ from rich.progress import track
 from leap_stream.backtest.replay import OracleStream
 from leap_stream.core import LeapCore
 from leap_stream.core.catalog import VENDORS, default_catalog
+from leap_stream.core.events import PRECISIONS
 from leap_stream.core.hardware import HardwareArrays
 from leap_stream.data.fleet.generator import N_TEAMS, default_start
 from leap_stream.data.fleet.hidden import AFFINITY_SIGMA, AFFINITY_VENDOR_SHARE, HiddenWorld
@@ -50,6 +60,9 @@ from leap_stream.data.fleet.zoo import build_zoo
 from leap_stream.data.history import iter_events
 
 _DAY_S = 86_400.0
+# What a submission says of its job, kept per candidate for the learnability check (step 4).
+CONFIGURATION = ("param_count", "global_batch_size", "seq_len", "num_devices", "tensor_parallel",
+                 "pipeline_parallel", "precision", "framework")  # fmt: skip
 
 
 def candidates(fleet: Path) -> pd.DataFrame:
@@ -57,8 +70,10 @@ def candidates(fleet: Path) -> pd.DataFrame:
     core = LeapCore(default_catalog())
     truths = OracleStream(fleet / "oracle.parquet", core.hw.index)
     columns: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("submission", "position", "log_pred", "log_truth", "model_type", "time")
+        k: []
+        for k in ("submission", "position", "log_pred", "log_truth", "model_type", "time", "job_id")
     }
+    configuration: list[tuple[Any, ...]] = []
     history = fleet / "history.parquet"
     total = pq.ParquetFile(history).metadata.num_rows
     for n, (kind, event) in enumerate(
@@ -83,7 +98,10 @@ def candidates(fleet: Path) -> pd.DataFrame:
         columns["log_truth"].append(np.log(truth[positions]))
         columns["model_type"].append(np.full(size, event["model_type"], dtype=object))
         columns["time"].append(np.full(size, event["event_time"].timestamp()))
-    return pd.DataFrame({k: np.concatenate(v) for k, v in columns.items()})
+        columns["job_id"].append(np.full(size, event["job_id"], dtype=object))
+        configuration.extend([tuple(event.get(name) for name in CONFIGURATION)] * size)
+    rows = pd.DataFrame({k: np.concatenate(v) for k, v in columns.items()})
+    return pd.concat([rows, pd.DataFrame(configuration, columns=list(CONFIGURATION))], axis=1)
 
 
 def hidden_parts(rows: pd.DataFrame, days: int, seed: int) -> tuple[pd.DataFrame, HardwareArrays]:
@@ -125,11 +143,13 @@ def completions_before(
     history: Path, rows: pd.DataFrame, hw: HardwareArrays
 ) -> tuple[pd.DataFrame, Counter[tuple[str, str]]]:
     """``rows`` with how many succeeded completions of the row's (model type, type) and (model
-    type, vendor) the history had before the row's submission; and the history's succeeded
-    completions per (family, hardware type)."""
+    type, vendor) the history had before the row's submission and whether the row is where its
+    attempt ran and succeeded (``measured``); and the history's succeeded completions per
+    (family, hardware type)."""
     zoo_index = dict(zip(rows["model_type"], rows["model"], strict=False))
     job: dict[str, tuple[str, str]] = {}
     cells, vendors, times = [], [], []
+    ran_on: dict[str, int] = {}
     per_family: Counter[tuple[str, str]] = Counter()
     n_hw, n_vendor = len(hw), len(VENDORS)
     for kind, event in iter_events(history):
@@ -141,6 +161,7 @@ def completions_before(
         position = hw.index.get(event["hardware_type"])
         if event["status"] == "succeeded" and model is not None and position is not None:
             per_family[(family, event["hardware_type"])] += 1
+            ran_on[event["job_id"]] = position
             cells.append(model * n_hw + position)
             vendors.append(model * n_vendor + int(hw.vendor_index[position]))
             times.append(event["event_time"].timestamp())
@@ -158,6 +179,7 @@ def completions_before(
     return rows.assign(
         n_cell=before(cells, model * n_hw + position),
         n_vendor=before(vendors, model * n_vendor + hw.vendor_index[position]),
+        measured=rows["job_id"].map(ran_on).to_numpy() == position,
     ), per_family
 
 
@@ -179,6 +201,74 @@ def learned(
     weight = n / noise**2 / (1.0 / prior**2 + n / noise**2)
     mean_error = noise / np.sqrt(np.maximum(n, 1)) * rng.standard_normal(len(part))
     return np.where(n > 0, weight * (part + mean_error), 0.0)
+
+
+def spec_and_configuration(rows: pd.DataFrame, hw: HardwareArrays) -> pd.DataFrame:
+    """Per candidate, what a learner of the rest may read: the job's configuration and the
+    type's spec sheet (log scales), the family, vendor and type as categories."""
+    position = rows["position"].to_numpy()
+    precision = rows["precision"].map(PRECISIONS.index).to_numpy()
+    devices = rows["num_devices"].to_numpy(float)
+    log_peak = np.log(np.maximum(hw.peak_tflops[position, precision], 1e-3))
+    return pd.DataFrame(
+        {
+            "log_params": np.log(rows["param_count"].to_numpy(float)),
+            "log_batch_per_device": np.log(rows["global_batch_size"].to_numpy(float) / devices),
+            "log_seq": np.log(rows["seq_len"].fillna(1).clip(lower=1).to_numpy(float)),
+            "log_devices": np.log(devices),
+            "tensor_parallel": rows["tensor_parallel"].to_numpy(float),
+            "pipeline_parallel": rows["pipeline_parallel"].to_numpy(float),
+            "log_peak": log_peak,
+            "log_bandwidth_per_flop": np.log(hw.memory_bw_tbps[position]) - log_peak,
+            "log_interconnect": np.log(hw.interconnect_gbps[position]),
+            "log_scale_out": np.log(hw.scale_out_gbps[position]),
+            "in_node": (devices <= hw.devices_per_node[position]).astype(float),
+            **{
+                name: pd.Categorical(values)
+                for name, values in (
+                    ("family", rows["family"]),
+                    ("precision", rows["precision"]),
+                    ("framework", rows["framework"]),
+                    ("vendor", hw.vendor_names[position]),
+                    ("hardware", hw.names[position]),
+                )
+            },
+        }
+    )
+
+
+def learnability(
+    rows: pd.DataFrame, hw: HardwareArrays, log_cost: np.ndarray, price: np.ndarray
+) -> None:
+    """Step 4: LightGBM fitted to the model's log error on the first two thirds of the days,
+    from what :func:`spec_and_configuration` reads, and its correction's top-1 regret on the
+    last third; fitted on where the attempts ran (what an open-loop history measures), and on
+    every candidate (what only a fleet that ran every job everywhere would)."""
+    features = spec_and_configuration(rows, hw)
+    error = (rows["log_truth"] - rows["log_pred"]).to_numpy()
+    day = (rows["time"] - rows["time"].min()).to_numpy() / _DAY_S
+    cut = day.max() * 2 / 3
+    train, test = day < cut, day >= cut
+    submission = rows["submission"].to_numpy()
+    # every candidate's error less its submission's mean: what a ranking reads
+    relative = error - pd.Series(error).groupby(submission).transform("mean").to_numpy()
+    fits = {
+        "where the attempts ran": (train & rows["measured"].to_numpy(), error),
+        "every candidate": (train, relative),
+    }
+    tested = rows[test]
+    score = price[test] - rows["log_pred"].to_numpy()[test]
+    print(f"\nthe last third of the days ({tested['submission'].nunique():,} submissions)")
+    print(f"{'ranking by the predictions':<56} {regret(tested, log_cost[test], score):>11.2%}")
+    params = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 63,
+              "min_data_in_leaf": 50, "verbose": -1}  # fmt: skip
+    for name, (fitted, target) in fits.items():
+        data = lightgbm.Dataset(features[fitted], target[fitted])
+        correction = lightgbm.train(params, data, num_boost_round=300).predict(features[test])
+        print(
+            f"{'  corrected, fitted on ' + name + f' ({fitted.sum():,})':<56} "
+            f"{regret(tested, log_cost[test], score - correction):>11.2%}"
+        )
 
 
 def main() -> None:
@@ -252,6 +342,7 @@ def main() -> None:
     print("ranking by                                               top-1 regret")
     for name, score in table.items():
         print(f"{name:<56} {regret(rows, log_cost, price - np.asarray(score)):>11.2%}")
+    learnability(rows, hw, log_cost, price)
 
 
 if __name__ == "__main__":

@@ -65,8 +65,9 @@ CONFIGURATION = ("param_count", "global_batch_size", "seq_len", "num_devices", "
                  "pipeline_parallel", "precision", "framework")  # fmt: skip
 
 
-def candidates(fleet: Path) -> pd.DataFrame:
-    """Every eligible candidate that can run, of every ranked submission, in history order."""
+def candidates(fleet: Path, sample: int = 1) -> pd.DataFrame:
+    """Every eligible candidate that can run, of every ``sample``-th submission ranked, in
+    history order."""
     core = LeapCore(default_catalog())
     truths = OracleStream(fleet / "oracle.parquet", core.hw.index)
     columns: dict[str, list[np.ndarray]] = {
@@ -76,6 +77,7 @@ def candidates(fleet: Path) -> pd.DataFrame:
     configuration: list[tuple[Any, ...]] = []
     history = fleet / "history.parquet"
     total = pq.ParquetFile(history).metadata.num_rows
+    submitted = 0
     for n, (kind, event) in enumerate(
         track(iter_events(history), total=total, description="replaying")
     ):
@@ -85,6 +87,9 @@ def candidates(fleet: Path) -> pd.DataFrame:
         check = core.rules.check(event)
         ranking = core.on_submitted(event, check)
         truth = truths.take(event["job_id"])
+        submitted += 1
+        if submitted % sample:
+            continue
         ranked = check.eligible & (check.positions >= 0) & np.isfinite(ranking.predicted)
         positions = check.positions[ranked]
         runnable = np.isfinite(truth[positions])
@@ -277,13 +282,16 @@ def main() -> None:
     parser.add_argument("--days", type=int, required=True, help="the fleet's generate --days")
     parser.add_argument("--seed", type=int, required=True, help="the fleet's generate --seed")
     parser.add_argument("--noise", type=float, default=0.2, help="the ideal learner's noise")
+    parser.add_argument(
+        "--sample", type=int, default=1, help="record one submission in this many (large fleets)"
+    )
     args = parser.parse_args()
     missing = [f for f in ("history.parquet", "oracle.parquet") if not (args.fleet / f).is_file()]
     if missing:
         parser.error(
             f"{args.fleet} lacks {' and '.join(missing)} (leap-stream generate writes both)"
         )
-    rows, hw = hidden_parts(candidates(args.fleet), args.days, args.seed)
+    rows, hw = hidden_parts(candidates(args.fleet, args.sample), args.days, args.seed)
     rows, per_family = completions_before(args.fleet / "history.parquet", rows, hw)
     log_cost = np.log(hw.price_per_device_hour[rows["position"].to_numpy()]) - rows["log_truth"]
     log_cost = log_cost.to_numpy()

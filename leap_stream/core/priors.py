@@ -13,7 +13,9 @@ rounds, wants a longer one):
   job's own efficiency there), shrunk towards the lineage-wide offset: as they age, what the
   lineage misses anywhere stands in for them;
 - ``"*"``: residuals on any hardware: the job's own efficiency, transferred to hardware it has
-  not run on through what the model has learned.
+  not run on through what the model has learned;
+- ``"?<config>@<hardware>"``: a rerun far slower than that configuration's entry, held back
+  until the next rerun there says whether it was a straggler (``SLOW_RERUN``).
 
 >>> state = update_prior(None, "H100-SXM", "8/256", log_throughput=5.0, residual=0.2, time_ms=0)
 >>> view = lineage_view(state, {"H100-SXM": 0, "MI300X": 1}, 2, "8/256", now_ms=3_600_000)
@@ -35,6 +37,7 @@ __all__ = [
     "HALF_LIFE_DAYS",
     "LATEST_KEY",
     "LINEAGE_KEY",
+    "SLOW_RERUN",
     "LineageEntries",
     "LineageView",
     "config_signature",
@@ -73,6 +76,14 @@ CONFIG_FIELDS = (
 # across hardware (lineage x hardware effects do not transfer).
 SHRINK_SAME_HARDWARE = 0.05
 SHRINK_TRANSFER = 0.15
+# A rerun this much slower (log scale) than what its configuration measured on the same hardware
+# is held back as a suspected straggler (a slow node, a noisy neighbour): one slow run does not
+# set the next attempt's prediction. The next run of that configuration there decides: as slow
+# again, the change is real and both are taken; otherwise the suspect is dropped. Run-to-run
+# noise is a few percent; 0.25 is 22% slower. Measured on both 60-day fleets and MLPerf by round
+# (docs/results.md): within 10% +0.2 to +0.3 points, MLPerf +1.9 points within 20%.
+SLOW_RERUN = 0.25
+SUSPECT_PREFIX = "?"  # not a hardware name nor a signature: "?<config>@<hardware>"
 _DAY_MS = 86_400_000.0
 _SEPARATOR = "@"
 
@@ -137,11 +148,19 @@ def update_prior(
 
     ``config`` (the submission's configuration fields) is kept for the latest attempt so that
     its residual can be taken again against the model as it is now (see :func:`lineage_view`).
+    A rerun ``SLOW_RERUN`` slower than its configuration's measurements there is held back
+    until the next rerun there confirms it (both are then added) or not (it is dropped).
     """
     state = {} if state is None else state
-    _add(state, f"{signature}{_SEPARATOR}{hardware}", log_throughput, time_ms, half_life_days)
-    _add(state, hardware, residual, time_ms, half_life_days)
-    _add(state, LINEAGE_KEY, residual, time_ms, half_life_days)
+    exact_key = f"{signature}{_SEPARATOR}{hardware}"
+    suspect = state.pop(SUSPECT_PREFIX + exact_key, None)
+    entry = state.get(exact_key)
+    if entry is not None and log_throughput < entry[0] / entry[1] - SLOW_RERUN:
+        if suspect is None:
+            state[SUSPECT_PREFIX + exact_key] = [log_throughput, residual, time_ms]
+            return state
+        _add_attempt(state, hardware, exact_key, *suspect, half_life_days)  # slow twice: real
+    _add_attempt(state, hardware, exact_key, log_throughput, residual, time_ms, half_life_days)
     if config is not None:
         state[LATEST_KEY] = {
             "hardware": hardware,
@@ -149,6 +168,20 @@ def update_prior(
             "config": [config.get(key) for key in CONFIG_FIELDS],  # a list: lean, and JSON-able
         }
     return state
+
+
+def _add_attempt(
+    state: dict[str, Any],
+    hardware: str,
+    exact_key: str,
+    log_throughput: float,
+    residual: float,
+    time_ms: float,
+    half_life_days: float,
+) -> None:
+    _add(state, exact_key, log_throughput, time_ms, half_life_days)
+    _add(state, hardware, residual, time_ms, half_life_days)
+    _add(state, LINEAGE_KEY, residual, time_ms, half_life_days)
 
 
 def mark_out_of_memory(

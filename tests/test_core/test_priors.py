@@ -19,6 +19,7 @@ from leap_stream.core.priors import (
     LINEAGE_KEY,
     SHRINK_SAME_HARDWARE,
     SHRINK_TRANSFER,
+    SLOW_RERUN,
     LineageView,
     config_signature,
     latest,
@@ -58,6 +59,43 @@ def test_a_repeat_is_predicted_from_its_own_measurement() -> None:
     assert view.exact[0] == pytest.approx(math.log(20_000.0), abs=1e-12)
     assert np.isnan(view.exact[1:]).all()
     assert view.same_hardware.tolist() == [True, False, False]
+
+
+def _runs(*log_throughputs: float, hardware: str = "H100-SXM") -> dict[str, list[float]]:
+    """A lineage's state after reruns of one configuration (same time: no decay), residual =
+    log throughput - 5."""
+    state = None
+    for y in log_throughputs:
+        state = update_prior(state, hardware, SIG, log_throughput=y, residual=y - 5.0, time_ms=0.0)
+    assert state is not None
+    return state
+
+
+def test_a_slow_rerun_is_held_back_and_dropped_when_the_next_is_normal() -> None:
+    slow = 5.0 - SLOW_RERUN - 0.05
+    held = _view(_runs(5.0, slow), 0.0)
+    assert held.exact[0] == pytest.approx(5.0)  # the straggler does not set the next prediction
+    assert held.offsets[0] == pytest.approx(_on_known_hardware(0.0, 1.0, 0.0))
+    assert lineage_offset(_runs(5.0, slow), 0.0) == pytest.approx(0.0)
+    after = _runs(5.0, slow, 5.02)
+    assert not any(key.startswith("?") for key in after)  # the suspect is gone
+    assert _view(after, 0.0).exact[0] == pytest.approx(5.01)
+
+
+def test_two_slow_reruns_in_a_row_are_both_taken() -> None:
+    slow = 5.0 - SLOW_RERUN - 0.05
+    view = _view(_runs(5.0, slow, slow + 0.01), 0.0)
+    assert view.exact[0] == pytest.approx((5.0 + slow + slow + 0.01) / 3)
+
+
+def test_only_a_slower_rerun_of_the_same_configuration_and_hardware_is_held_back() -> None:
+    faster = _view(_runs(5.0, 5.0 + SLOW_RERUN + 0.05), 0.0)
+    assert faster.exact[0] == pytest.approx(5.0 + (SLOW_RERUN + 0.05) / 2)
+    slightly_slower = _view(_runs(5.0, 5.0 - SLOW_RERUN + 0.05), 0.0)
+    assert slightly_slower.exact[0] == pytest.approx(5.0 - (SLOW_RERUN - 0.05) / 2)
+    elsewhere = update_prior(_runs(5.0), "MI300X", SIG, log_throughput=4.0, residual=-1.0,
+                             time_ms=0.0)  # fmt: skip
+    assert _view(elsewhere, 0.0).exact[1] == pytest.approx(4.0)  # first run there: taken
 
 
 def test_a_changed_configuration_has_no_exact_entry_but_keeps_the_offset() -> None:

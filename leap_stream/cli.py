@@ -36,7 +36,7 @@ from leap_stream.streaming.cli import register as register_streaming_commands
 if TYPE_CHECKING:
     from leap_stream.core.catalog import Catalog
     from leap_stream.data.fleet import FleetStats
-    from leap_stream.data.importers.mlperf import ImportStats
+    from leap_stream.data.importers.attempts import ImportStats
 
 __all__ = ["app", "nightly_view", "summary_view"]
 

@@ -9,6 +9,7 @@ throughputs that nobody here measured.
 ['bert', 'dlrm', 'dlrm_dcnv2']
 """
 
+from leap_stream.data.importers.attempts import ImportStats
 from leap_stream.data.importers.gavel import (
     GAVEL_ACCELERATORS,
     GAVEL_MODELS,
@@ -20,7 +21,6 @@ from leap_stream.data.importers.mlperf import (
     BENCHMARKS,
     ROUND_DATES,
     BenchmarkSpec,
-    ImportStats,
     MlperfImportError,
     import_mlperf,
     mlperf_events,

@@ -13,11 +13,9 @@ the physical cluster's consolidated single-GPU measurements are kept (``docs/rea
 
 from __future__ import annotations
 
-import hashlib
-from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -25,8 +23,7 @@ from typing import Any
 import pandas as pd
 
 from leap_stream.core.catalog import Catalog, default_catalog
-from leap_stream.data.history import events_to_table, write_history
-from leap_stream.data.importers.mlperf import ImportStats, attempt_events
+from leap_stream.data.importers.attempts import ImportStats, measurement_events, write_events
 
 __all__ = [
     "GAVEL_ACCELERATORS",
@@ -35,7 +32,6 @@ __all__ = [
     "GAVEL_START",
     "GavelImportError",
     "GavelModel",
-    "arrival_key",
     "gavel_events",
     "import_gavel",
 ]
@@ -97,8 +93,6 @@ GAVEL_MODELS: Mapping[str, GavelModel] = MappingProxyType(
 
 # Gavel was presented at OSDI'20 (2020-11-04); measurements are placed from that day, 00:00 UTC.
 GAVEL_START = datetime(2020, 11, 4, tzinfo=UTC)
-ATTEMPT_SPACING = timedelta(minutes=5)
-COMPLETION_DELAY = timedelta(minutes=2)
 
 GAVEL_DROP_REASONS = (
     "other_source",
@@ -122,17 +116,6 @@ _REQUIRED_COLUMNS = (
     "samples_per_sec",
     "zero_or_missing",
 )
-
-
-def arrival_key(job_id: str) -> str:
-    """A fixed pseudo-random arrival rank for a job id (hex SHA-1), the same on every run.
-
-    Examples
-    --------
-    >>> arrival_key("a") == arrival_key("a"), len(arrival_key("a"))
-    (True, 40)
-    """
-    return hashlib.sha1(job_id.encode()).hexdigest()
 
 
 def _read(csv_path: Path) -> pd.DataFrame:
@@ -198,37 +181,14 @@ def gavel_events(
     >>> stats.attempts, stats.dropped["not_in_catalog"], events[0][1]["lineage_id"]
     (2, 1, 'gavel/LM/bs5')
     """
-    csv_path = Path(csv_path)
     catalog = catalog if catalog is not None else default_catalog()
-    frame = _read(csv_path)
-    drops: Counter[str] = Counter()
-    kept: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for row in frame.to_dict("records"):
-        reason, attempt = _attempt(row, catalog, sources, placements, num_gpus)
-        if reason is None and attempt["job_id"] in seen:
-            reason = "duplicate"
-        if reason is not None:
-            drops[reason] += 1
-            continue
-        seen.add(attempt["job_id"])
-        kept.append(attempt)
-
-    kept.sort(key=lambda a: arrival_key(a["job_id"]))
-    events: list[tuple[str, dict[str, Any]]] = []
-    for n, attempt in enumerate(kept):
-        submitted_at = GAVEL_START + n * ATTEMPT_SPACING
-        events += attempt_events(attempt, submitted_at, COMPLETION_DELAY)
-    stats = ImportStats(
-        rows_read=len(frame),
-        rows_kept=len(kept),
-        dropped={reason: drops[reason] for reason in GAVEL_DROP_REASONS},
-        lineages=len({a["lineage_id"] for a in kept}),
-        attempts=len(kept),
-        hardware_types=tuple(sorted({a["completed"]["hardware_type"] for a in kept})),
-        throughput_sources={"samples_per_sec": len(kept)} if kept else {},
+    frame = _read(Path(csv_path))
+    return measurement_events(
+        frame.to_dict("records"),
+        lambda row: _attempt(row, catalog, sources, placements, num_gpus),
+        start=GAVEL_START,
+        drop_reasons=GAVEL_DROP_REASONS,
     )
-    return events, stats
 
 
 def _attempt(
@@ -332,7 +292,5 @@ def import_gavel(
     (('K80', 'P100-PCIe-16GB'), 4)
     """
     events, stats = gavel_events(csv_path, catalog, sources, placements, num_gpus)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_history([events_to_table(events)], out_dir / "history.parquet")
+    write_events(events, out_dir)
     return stats

@@ -26,7 +26,7 @@ import re
 import tomllib
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
@@ -37,7 +37,13 @@ import pandas as pd
 import pyarrow as pa
 
 from leap_stream.core.catalog import Catalog, default_catalog
-from leap_stream.data.history import events_to_table, write_history
+from leap_stream.data.importers.attempts import (
+    ATTEMPT_SPACING,
+    COMPLETION_DELAY,
+    ImportStats,
+    attempt_events,
+    write_events,
+)
 
 __all__ = [
     "BENCHMARKS",
@@ -45,9 +51,7 @@ __all__ = [
     "DROP_REASONS",
     "ROUND_DATES",
     "BenchmarkSpec",
-    "ImportStats",
     "MlperfImportError",
-    "attempt_events",
     "import_mlperf",
     "load_benchmarks",
     "mlperf_events",
@@ -238,11 +242,6 @@ ROUND_DATES: Mapping[str, datetime] = MappingProxyType(
 )
 ROUND_GAP = timedelta(days=30)
 
-# Results of one round are submitted this far apart, each completing shortly after, so every
-# earlier result is known before the next one arrives (a round spans < 1 day at 262 results).
-ATTEMPT_SPACING = timedelta(minutes=5)
-COMPLETION_DELAY = timedelta(minutes=2)
-
 # The README's rule: a logged throughput is trusted when throughput x time to train is within
 # this factor of the benchmark's samples to train; outside it is per-device/per-node logging.
 WORK_RATIO_WINDOW = (0.5, 2.0)
@@ -315,53 +314,6 @@ DROP_REASONS = (
     "no_throughput",
     "unknown_round",
 )
-
-
-@dataclass(frozen=True)
-class ImportStats:
-    """What an import read, kept and dropped.
-
-    Attributes
-    ----------
-    rows_read
-        Data rows in the CSV.
-    rows_kept
-        Results that became an attempt (equal to ``attempts``).
-    dropped
-        Rows dropped, by reason (every reason of ``DROP_REASONS``, zeros included); each row
-        counts under the first reason that applies.
-    lineages, attempts
-        Distinct lineages (benchmarks) and attempts written.
-    hardware_types
-        Sorted hardware types of the kept results.
-    throughput_sources
-        Kept results by where their throughput came from: ``tracked`` (the logged figure) or
-        ``time_to_train`` (samples to train / time to train).
-    unknown_benchmarks, unknown_hardware
-        Rows dropped as ``unmapped_benchmark`` / ``not_in_catalog``, by benchmark / type.
-    unknown_rounds
-        Rows read whose round has no date (built in or given), by round.
-    placed_rounds
-        Undated rounds placed after the last dated one: round -> the ISO date used.
-
-    Examples
-    --------
-    >>> stats = ImportStats(3, 1, {"duplicate": 2}, 1, 1, ("H100-SXM",), {"tracked": 1})
-    >>> stats.rows_read - sum(stats.dropped.values()) == stats.rows_kept
-    True
-    """
-
-    rows_read: int
-    rows_kept: int
-    dropped: dict[str, int]
-    lineages: int
-    attempts: int
-    hardware_types: tuple[str, ...]
-    throughput_sources: dict[str, int] = field(default_factory=dict)
-    unknown_benchmarks: dict[str, int] = field(default_factory=dict)
-    unknown_hardware: dict[str, int] = field(default_factory=dict)
-    unknown_rounds: dict[str, int] = field(default_factory=dict)
-    placed_rounds: dict[str, str] = field(default_factory=dict)
 
 
 def _first_batch(value: Any) -> float:
@@ -798,35 +750,6 @@ def _attempt(
     }
 
 
-def attempt_events(
-    attempt: dict[str, Any], submitted_at: datetime, delay: timedelta
-) -> list[tuple[str, dict[str, Any]]]:
-    """An imported attempt (``job_id``, ``lineage_id``, the ``submitted`` and ``completed``
-    fields) as its JobSubmitted and JobCompleted events, ``delay`` apart."""
-    job_id = attempt["job_id"]
-    common = {"job_id": job_id, "lineage_id": attempt["lineage_id"]}
-    return [
-        (
-            "submitted",
-            {
-                "event_id": f"{job_id}/submitted",
-                "event_time": submitted_at,
-                **common,
-                **attempt["submitted"],
-            },
-        ),
-        (
-            "completed",
-            {
-                "event_id": f"{job_id}/completed",
-                "event_time": submitted_at + delay,
-                **common,
-                **attempt["completed"],
-            },
-        ),
-    ]
-
-
 def import_mlperf(
     csv_path: Path,
     out_dir: Path,
@@ -876,9 +799,7 @@ def import_mlperf(
     37917
     """
     events, stats = mlperf_events(csv_path, catalog, round_dates, benchmarks)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_history([events_to_table(events)], out_dir / "history.parquet")
+    write_events(events, out_dir)
     return stats
 
 

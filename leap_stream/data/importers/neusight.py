@@ -14,10 +14,9 @@ predicted from what it measured on the others (``docs/real-data.md``).
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -25,9 +24,7 @@ from typing import Any
 import pandas as pd
 
 from leap_stream.core.catalog import Catalog, default_catalog
-from leap_stream.data.history import events_to_table, write_history
-from leap_stream.data.importers.gavel import arrival_key
-from leap_stream.data.importers.mlperf import ImportStats, attempt_events
+from leap_stream.data.importers.attempts import ImportStats, measurement_events, write_events
 
 __all__ = [
     "NEUSIGHT_DROP_REASONS",
@@ -91,8 +88,6 @@ NEUSIGHT_MODELS: Mapping[str, NeusightModel] = MappingProxyType(
 
 # NeuSight was presented at ASPLOS'25 (2025-03-30); measurements are placed from that day.
 NEUSIGHT_START = datetime(2025, 3, 30, tzinfo=UTC)
-ATTEMPT_SPACING = timedelta(minutes=5)
-COMPLETION_DELAY = timedelta(minutes=2)
 
 NEUSIGHT_DROP_REASONS = (
     "not_train",
@@ -197,37 +192,14 @@ def neusight_events(
     >>> events[0][1]["lineage_id"], events[0][1]["tensor_parallel"]
     ('neusight/gpt2_large/s1024/bs4/tp4', 4)
     """
-    csv_path = Path(csv_path)
     catalog = catalog if catalog is not None else default_catalog()
-    frame = _read(csv_path)
-    drops: Counter[str] = Counter()
-    kept: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for row in frame.to_dict("records"):
-        reason, attempt = _attempt(row, catalog)
-        if reason is None and attempt["job_id"] in seen:
-            reason = "duplicate"
-        if reason is not None:
-            drops[reason] += 1
-            continue
-        seen.add(attempt["job_id"])
-        kept.append(attempt)
-
-    kept.sort(key=lambda a: arrival_key(a["job_id"]))
-    events: list[tuple[str, dict[str, Any]]] = []
-    for n, attempt in enumerate(kept):
-        submitted_at = NEUSIGHT_START + n * ATTEMPT_SPACING
-        events += attempt_events(attempt, submitted_at, COMPLETION_DELAY)
-    stats = ImportStats(
-        rows_read=len(frame),
-        rows_kept=len(kept),
-        dropped={reason: drops[reason] for reason in NEUSIGHT_DROP_REASONS},
-        lineages=len({a["lineage_id"] for a in kept}),
-        attempts=len(kept),
-        hardware_types=tuple(sorted({a["completed"]["hardware_type"] for a in kept})),
-        throughput_sources={"samples_per_sec": len(kept)} if kept else {},
+    frame = _read(Path(csv_path))
+    return measurement_events(
+        frame.to_dict("records"),
+        lambda row: _attempt(row, catalog),
+        start=NEUSIGHT_START,
+        drop_reasons=NEUSIGHT_DROP_REASONS,
     )
-    return events, stats
 
 
 def _attempt(row: Mapping[str, Any], catalog: Catalog) -> tuple[str | None, dict[str, Any]]:
@@ -317,7 +289,5 @@ def import_neusight(csv_path: Path, out_dir: Path, catalog: Catalog | None = Non
     (('H100-SXM', 'MI250'), 4)
     """
     events, stats = neusight_events(csv_path, catalog)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_history([events_to_table(events)], out_dir / "history.parquet")
+    write_events(events, out_dir)
     return stats

@@ -25,6 +25,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from leap_stream.data.history import events_to_table, write_history
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "arrival_key",
     "attempt_events",
     "measurement_events",
+    "read_table",
     "write_events",
 ]
 
@@ -91,6 +94,40 @@ class ImportStats:
     unknown_hardware: dict[str, int] = field(default_factory=dict)
     unknown_rounds: dict[str, int] = field(default_factory=dict)
     placed_rounds: dict[str, str] = field(default_factory=dict)
+
+
+def read_table(
+    csv_path: Path,
+    required: tuple[str, ...],
+    error: type[ValueError],
+    what: str,
+    dtype: dict[str, str] | None = None,
+) -> pd.DataFrame:
+    """Read a public table, or raise ``error`` saying why ``what`` cannot be read or which of
+    the ``required`` columns it lacks.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     pd.DataFrame({"model": ["m"]}).to_csv(f"{tmp}/t.csv", index=False)
+    ...     read_table(Path(tmp, "t.csv"), ("model", "batch"), ValueError, "the table")
+    Traceback (most recent call last):
+    ...
+    ValueError: /.../t.csv: missing required column(s) 'batch'
+    >>> read_table(Path("/nonexistent.csv"), ("model",), ValueError, "the table")
+    Traceback (most recent call last):
+    ...
+    ValueError: /nonexistent.csv: cannot read the table ([Errno 2] No such file or directory: ...)
+    """
+    try:
+        frame = pd.read_csv(csv_path, dtype=dtype)
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise error(f"{csv_path}: cannot read {what} ({exc})") from None
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise error(f"{csv_path}: missing required column(s) {', '.join(map(repr, missing))}")
+    return frame
 
 
 def arrival_key(job_id: str) -> str:

@@ -23,7 +23,12 @@ from typing import Any
 import pandas as pd
 
 from leap_stream.core.catalog import Catalog, default_catalog
-from leap_stream.data.importers.attempts import ImportStats, measurement_events, write_events
+from leap_stream.data.importers.attempts import (
+    ImportStats,
+    measurement_events,
+    read_table,
+    write_events,
+)
 
 __all__ = [
     "GAVEL_ACCELERATORS",
@@ -119,15 +124,7 @@ _REQUIRED_COLUMNS = (
 
 
 def _read(csv_path: Path) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(csv_path)
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise GavelImportError(f"{csv_path}: cannot read the throughput table ({exc})") from None
-    missing = [c for c in _REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise GavelImportError(
-            f"{csv_path}: missing required column(s) {', '.join(map(repr, missing))}"
-        )
+    frame = read_table(csv_path, _REQUIRED_COLUMNS, GavelImportError, "the throughput table")
     for column in ("batch_size", "num_gpus", "samples_per_sec", "zero_or_missing"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
@@ -160,7 +157,7 @@ def gavel_events(
     -------
     events, stats
         ``(event_type, event dict)`` pairs as :func:`leap_stream.data.history.events_to_table`
-        takes them, and an :class:`~leap_stream.data.importers.mlperf.ImportStats` whose
+        takes them, and an :class:`~leap_stream.data.importers.attempts.ImportStats` whose
         ``dropped`` has every reason of :data:`GAVEL_DROP_REASONS`.
 
     Raises

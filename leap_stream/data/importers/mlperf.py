@@ -42,6 +42,7 @@ from leap_stream.data.importers.attempts import (
     COMPLETION_DELAY,
     ImportStats,
     attempt_events,
+    read_table,
     write_events,
 )
 
@@ -378,15 +379,13 @@ def _throughput(
 
 
 def _read_results(csv_path: Path) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(csv_path, dtype={"global_batch_size": "string"})
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise MlperfImportError(f"{csv_path}: cannot read the results table ({exc})") from None
-    missing = [c for c in _REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise MlperfImportError(
-            f"{csv_path}: missing required column(s) {', '.join(map(repr, missing))}"
-        )
+    frame = read_table(
+        csv_path,
+        _REQUIRED_COLUMNS,
+        MlperfImportError,
+        "the results table",
+        dtype={"global_batch_size": "string"},
+    )
     for column in ("accelerators_count", "time_to_train_minutes", "tracked_throughput_median"):
         values = pd.to_numeric(frame[column], errors="coerce")
         bad = values.isna() & frame[column].notna()

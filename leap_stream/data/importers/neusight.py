@@ -24,7 +24,12 @@ from typing import Any
 import pandas as pd
 
 from leap_stream.core.catalog import Catalog, default_catalog
-from leap_stream.data.importers.attempts import ImportStats, measurement_events, write_events
+from leap_stream.data.importers.attempts import (
+    ImportStats,
+    measurement_events,
+    read_table,
+    write_events,
+)
 
 __all__ = [
     "NEUSIGHT_DROP_REASONS",
@@ -138,15 +143,7 @@ def parallel_degrees(parallelism: str) -> tuple[int, int, int | None] | None:
 
 
 def _read(csv_path: Path) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(csv_path)
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise NeusightImportError(f"{csv_path}: cannot read the latency table ({exc})") from None
-    missing = [c for c in _REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise NeusightImportError(
-            f"{csv_path}: missing required column(s) {', '.join(map(repr, missing))}"
-        )
+    frame = read_table(csv_path, _REQUIRED_COLUMNS, NeusightImportError, "the latency table")
     for column in ("seq_len", "batch_size", "num_gpus", "samples_per_sec"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
@@ -169,7 +166,7 @@ def neusight_events(
     -------
     events, stats
         ``(event_type, event dict)`` pairs as :func:`leap_stream.data.history.events_to_table`
-        takes them, and an :class:`~leap_stream.data.importers.mlperf.ImportStats` whose
+        takes them, and an :class:`~leap_stream.data.importers.attempts.ImportStats` whose
         ``dropped`` has every reason of :data:`NEUSIGHT_DROP_REASONS`.
 
     Raises

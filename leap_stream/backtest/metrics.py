@@ -657,7 +657,10 @@ class Backtest:
         """Accuracy per hardware type the attempts ran on, most succeeded attempts first.
 
         Columns: hardware, n (succeeded attempts with a measured throughput), model_n,
-        model_within_10pct, model_mdape, lookup_n, lookup_within_10pct, lookup_mdape.
+        model_within_10pct, model_mdape, lookup_n, lookup_within_10pct, lookup_mdape, and on
+        the attempts both predicted (like for like: the lookup table abstains on all but the
+        configurations it has seen, the easiest to predict) both_n, both_model_mdape,
+        both_lookup_mdape.
         """
         rows = self._rows()
         return _breakdown(rows, rows["hardware"], self._hardware, "hardware")
@@ -848,13 +851,20 @@ def _breakdown(rows: np.ndarray, codes: np.ndarray, names: list[str], key: str) 
     k = len(names)
     scored = rows["measured"]
     columns: dict[str, Any] = {key: list(names), "n": _count(codes, k, scored).astype(np.int64)}
-    for policy, field in (("model", "err_model"), ("lookup", "err_lookup")):
-        ape = np.abs(rows[field])
-        has = ~np.isnan(ape)
+    ape = {"model": np.abs(rows["err_model"]), "lookup": np.abs(rows["err_lookup"])}
+    for policy, errors in ape.items():
+        has = ~np.isnan(errors)
         n = _count(codes, k, has)
         columns[f"{policy}_n"] = n.astype(np.int64)
-        columns[f"{policy}_within_10pct"] = _ratio(_count(codes, k, has & (ape <= _WITHIN_10)), n)
-        columns[f"{policy}_mdape"] = _group_median(codes[has], ape[has], k)
+        columns[f"{policy}_within_10pct"] = _ratio(
+            _count(codes, k, has & (errors <= _WITHIN_10)), n
+        )
+        columns[f"{policy}_mdape"] = _group_median(codes[has], errors[has], k)
+    # like for like: the lookup predicts mostly repeats, the easiest attempts
+    both = ~np.isnan(ape["model"]) & ~np.isnan(ape["lookup"])
+    columns["both_n"] = _count(codes, k, both).astype(np.int64)
+    for policy, errors in ape.items():
+        columns[f"both_{policy}_mdape"] = _group_median(codes[both], errors[both], k)
     frame = pd.DataFrame(columns)
     return frame.sort_values(["n", key], ascending=[False, True], kind="stable").reset_index(
         drop=True

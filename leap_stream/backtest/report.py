@@ -585,8 +585,11 @@ _CALIBRATION_CAPTION = (
 )
 _HARDWARE_CAPTION = (
     "Median absolute percentage error per hardware type the attempts ran on (shorter is "
-    "better), model against lookup table, with the number of succeeded attempts. A missing bar "
-    "means that policy never predicted for that type. Types with few attempts are noisy."
+    "better), model against lookup table on the attempts both predicted (like for like: the "
+    "lookup table predicts only configurations it has seen, mostly reruns, the easiest "
+    "attempts), with the number of succeeded attempts and of those both predicted. The tick is "
+    "the model on all its attempts. A missing bar means the two never both predicted for that "
+    "type. Types with few attempts are noisy."
 )
 _SOURCE_CAPTION = (
     "The model's accuracy per prediction source (the source of its prediction for the hardware "
@@ -774,15 +777,30 @@ def _breakdown_plot(table: pd.DataFrame, key: str) -> Figure | None:
     ax = figure.add_subplot()
     positions = np.arange(k)[::-1]  # most attempts on top
     height = 0.4
-    ax.barh(positions + height / 2, table["model_mdape"], height, color=MODEL_COLOR, label="model")
-    ax.barh(
-        positions - height / 2,
-        table["lookup_mdape"],
-        height,
-        color=LOOKUP_COLOR,
-        label="lookup table",
+    for offset, policy, color, label in (
+        (height / 2, "model", MODEL_COLOR, "model"),
+        (-height / 2, "lookup", LOOKUP_COLOR, "lookup table"),
+    ):
+        ax.barh(
+            positions + offset,
+            table[f"both_{policy}_mdape"],
+            height,
+            color=color,
+            label=f"{label}, attempts both predicted",
+        )
+    ax.scatter(
+        table["model_mdape"],
+        positions + height / 2,
+        marker="|",
+        s=120,
+        color="black",
+        zorder=3,
+        label="model, all its attempts",
     )
-    labels = [f"{name}  (n={n:,})" for name, n in zip(table[key], table["n"], strict=True)]
+    labels = [
+        f"{name}  (n={n:,}, both {both:,})"
+        for name, n, both in zip(table[key], table["n"], table["both_n"], strict=True)
+    ]
     ax.set_yticks(positions, labels, fontsize=8)
     ax.xaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_xlabel("median absolute percentage error (MdAPE)")

@@ -342,6 +342,15 @@ def test_by_hardware_and_family(fleet: Backtest) -> None:
     )
     assert hw["lookup_within_10pct"].tolist() == [1.0, 1.0, 0.0]
     assert hw["lookup_mdape"].tolist() == pytest.approx([5 / 105, 0.1, 0.3], abs=1e-6)
+    # like for like: on H100-SXM only A1 was predicted by both (A2 by the model alone), on
+    # TPU-v5p none (A5 by the lookup alone)
+    assert list(hw["both_n"]) == [1, 0, 1]
+    assert hw["both_model_mdape"].tolist() == pytest.approx(
+        [5 / 105, math.nan, 0.1], abs=1e-6, nan_ok=True
+    )
+    assert hw["both_lookup_mdape"].tolist() == pytest.approx(
+        [5 / 105, math.nan, 0.3], abs=1e-6, nan_ok=True
+    )
     fam = fleet.by_family().set_index("family")
     assert fam.loc["cnn", "n"] == 1
     assert fam.loc["decoder-transformer", "n"] == 4

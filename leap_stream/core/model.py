@@ -173,6 +173,8 @@ class ThroughputModel:
         self._pair_columns: dict[
             tuple[tuple[str, str, str, str], int], tuple[np.ndarray, list[int] | None]
         ] = {}
+        # (job, learning steps taken, predict_many of every type): until the next step
+        self._last_prediction: tuple[JobFeatures, int, np.ndarray] | None = None
 
     def _write_river(self) -> None:
         """Write the arrays back into river's regressor, as its own learn_one would have left it
@@ -242,29 +244,40 @@ class ThroughputModel:
     # -- prediction --------------------------------------------------------------------------
 
     def predict_many(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
-        """log throughput of ``job`` on each catalog position in ``positions`` (None: all)."""
+        """log throughput of ``job`` on each catalog position in ``positions`` (None: all; then
+        read-only).
+
+        Every catalog type is predicted and the positions asked for are taken from those: a
+        pair's prediction is the same to the bit whichever other types are asked for with it,
+        and the last job's predictions serve again until the model learns (a submission's
+        ranking reads them for its candidates, its lineage's latest attempt and its references).
+        """
+        last = self._last_prediction
+        if last is not None and last[0] is job and last[1] == self._iterations:
+            predicted = last[2]
+        else:
+            predicted = self._predict_all(job)
+            predicted.flags.writeable = False
+            self._last_prediction = (job, self._iterations, predicted)
+        return predicted if positions is None else predicted[positions]
+
+    def _predict_all(self, job: JobFeatures) -> np.ndarray:
+        """:meth:`predict_many` of every catalog type, computed afresh."""
         columns = self._job_columns.get(job.key)
         shared_columns, numeric_columns, onehot_columns = columns or self._columns_of(job)
-        device_columns = self._device_columns
-        if positions is not None:
-            onehot_columns = onehot_columns[positions]
-            device_columns = device_columns[positions]
         mirror = self._mirror
         scalar = self._intercept + float(mirror[shared_columns] @ job.shared_values)
         # the sum in this order, in place (the baseline is a new array)
-        log_throughput = self.encoder.baseline(job, positions)
-        log_throughput += mirror[numeric_columns] @ self._numeric(job, positions, numeric_columns)
-        # each row's six terms summed in order (np.add.reduce, no wrapper): the same bits
-        # whichever positions are asked for, which a matrix product does not promise
+        log_throughput = self.encoder.baseline(job)
+        log_throughput += mirror[numeric_columns] @ self._numeric(job, numeric_columns)
+        # each row's six terms summed in order (np.add.reduce, no wrapper)
         log_throughput += np.add.reduce(mirror[onehot_columns] * _ONEHOT_VALUES, axis=1)
-        log_throughput += mirror[device_columns] * job.log_devices
+        log_throughput += mirror[self._device_columns] * job.log_devices
         log_throughput += scalar
         return log_throughput
 
-    def _numeric(
-        self, job: JobFeatures, positions: np.ndarray | None, columns: np.ndarray
-    ) -> np.ndarray:
-        """``encoder.numeric(job, positions)``, the model type's own slopes' values clipped to
+    def _numeric(self, job: JobFeatures, columns: np.ndarray) -> np.ndarray:
+        """``encoder.numeric(job)``, the model type's own slopes' values clipped to
         the range they were learned on.
 
         A type's own slope is learned from the few hardware types it ran on: with one, it is an
@@ -274,7 +287,7 @@ class ThroughputModel:
         first, second = columns[TYPE_SLOPES].tolist()
         ranges = (self.slope_range.get(first), self.slope_range.get(second))
         if ranges == (None, None):  # nothing learned: the weights are zero
-            return self.encoder.numeric(job, positions)
+            return self.encoder.numeric(job)
         # every candidate's values, clipped once per configuration and ranges
         key = (job.precision_index, job.num_devices, job.log_comm_over_work, ranges)
         table = self._clipped.get(key)
@@ -285,7 +298,7 @@ class ThroughputModel:
                     np.clip(table[row], *bounds, out=table[row])
             table.flags.writeable = False
             self._clipped.put(key, table)
-        return table if positions is None else table[:, positions]
+        return table
 
     def predict_one(self, job: JobFeatures, position: int) -> float:
         """The same prediction for one candidate, through river's own ``predict_one`` (on the

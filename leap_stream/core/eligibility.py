@@ -21,10 +21,9 @@ the job's framework and precision, and has the device memory the configuration n
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -45,21 +44,9 @@ __all__ = [
 
 
 MEMORY_CACHE_SIZE = 100_000
-VERDICT_CACHE_SIZE = 10_000
 
 # Why a candidate is ineligible, checked in this order (the first failing rule is the reason).
 ELIGIBLE, UNKNOWN, NOT_LAUNCHED, UNSUPPORTED, TOO_LITTLE_MEMORY = range(5)
-
-
-class _Verdicts(NamedTuple):
-    """A candidate list's verdicts for one configuration, before the launch dates."""
-
-    names: tuple[str, ...]
-    positions: np.ndarray
-    codes: np.ndarray
-    launch_day: np.ndarray  # of each candidate (of position 0 for an unknown one)
-    last_launch: float  # the latest of them: from then on every candidate has launched
-    eligible: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,55 +102,33 @@ class EligibilityRules:
         self.launch_dates = [a.launch_date for a in catalog]
         self.usable_memory = self.hw.memory_gb * USABLE_FRACTION
         self._memory: dict[tuple[Any, ...], float] = {}
-        self._verdicts: dict[tuple[Any, ...], _Verdicts] = {}
 
     def check(self, job: dict[str, Any]) -> Eligibility:
         """Eligibility of each candidate of ``job`` (a JobSubmitted record)."""
-        listed = job.get("candidate_hardware")
-        framework, precision = job["framework"], job["precision"]
-        need = self.memory_needed_gb(job)
-        key = (None if listed is None else tuple(listed), framework, precision, need)
-        verdicts = self._verdicts.get(key)
-        if verdicts is None:  # lineages resubmit the same configuration: remember a few
-            if len(self._verdicts) >= VERDICT_CACHE_SIZE:
-                self._verdicts.clear()
-            verdicts = self._verdicts[key] = self._verdicts_of(*key)
-        names, positions, codes = verdicts.names, verdicts.positions, verdicts.codes
-        eligible = verdicts.eligible
-        day = (job["event_time"] - EPOCH).total_seconds() / 86_400.0
-        if day < verdicts.last_launch:  # some candidate had not launched by then
-            codes = codes.copy()
-            # the first rule that fails names the reason: launch after memory and support
-            codes[(verdicts.launch_day > day) & (positions >= 0)] = NOT_LAUNCHED
-            eligible = codes == ELIGIBLE
-        return Eligibility(names, positions, eligible, codes, need, framework, precision, self)
-
-    def _verdicts_of(
-        self, listed: tuple[str, ...] | None, framework: str, precision: str, need: float
-    ) -> _Verdicts:
-        """What :meth:`check` decides before the launch dates (read-only arrays, shared by
-        every submission of this configuration and candidate list)."""
         hw = self.hw
+        listed = job.get("candidate_hardware")
         if listed is None:
             names, positions, known = self.all_names, self.all_positions, None
             pos = positions
         else:
-            names = listed
+            names = tuple(listed)
             positions = np.array([hw.index.get(n, -1) for n in names], dtype=np.int64)
             known = positions >= 0
             pos = np.where(known, positions, 0)
+
+        framework, precision = job["framework"], job["precision"]
         supported = self._supported(framework, precision)[pos]
+        day = (job["event_time"] - EPOCH).total_seconds() / 86_400.0
+        need = self.memory_needed_gb(job)
         # the first rule that fails names the reason: later rules overwrite earlier codes
         codes = np.where(need > self.usable_memory[pos], TOO_LITTLE_MEMORY, ELIGIBLE)
         codes[~supported] = UNSUPPORTED
+        codes[hw.launch_day[pos] > day] = NOT_LAUNCHED
         if known is not None:
             codes[~known] = UNKNOWN
-        launch_day = hw.launch_day[pos]
-        eligible = codes == ELIGIBLE
-        for array in (positions, codes, eligible, launch_day):
-            array.flags.writeable = False
-        last_launch = float(launch_day.max()) if len(launch_day) else -math.inf
-        return _Verdicts(names, positions, codes, launch_day, last_launch, eligible)
+        return Eligibility(
+            names, positions, codes == ELIGIBLE, codes, need, framework, precision, self
+        )
 
     def memory_needed_gb(self, job: Mapping[str, Any]) -> float:
         """The memory ``job`` needs per device (what :meth:`check` compares with each type's)."""

@@ -202,19 +202,3 @@ def test_eligible_matches_codes(rules: EligibilityRules) -> None:
     check = rules.check(_job(None, **HUGE, num_devices=64, tensor_parallel=8))
     np.testing.assert_array_equal(check.eligible, check.codes == ELIGIBLE)
     assert [r is None for r in check.reasons] == check.eligible.tolist()
-
-
-def test_a_repeated_configuration_is_judged_at_its_own_time(hw_catalog: Catalog) -> None:
-    # verdicts are kept per configuration and candidate list: the launch dates still apply
-    # to each submission's own time, in either order
-    rules = EligibilityRules(hw_catalog)
-    launch = EPOCH + timedelta(days=(hw_catalog["B300"].launch_date - EPOCH.date()).days)
-    after = rules.check(_job(["B300", "H100-SXM"], event_time=launch + timedelta(days=1)))
-    before = rules.check(_job(["B300", "H100-SXM"], event_time=launch - timedelta(days=1)))
-    again = rules.check(_job(["B300", "H100-SXM"], event_time=launch))
-    assert after.eligible.tolist() == again.eligible.tolist() == [True, True]
-    assert before.codes.tolist() == [NOT_LAUNCHED, ELIGIBLE]
-    assert before.eligible.tolist() == [False, True]
-    # what later submissions share cannot be changed by one of them
-    with pytest.raises(ValueError, match="read-only"):
-        after.eligible[0] = False

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -102,16 +102,6 @@ def config_coordinates(job: Mapping[str, Any]) -> np.ndarray:
             max(int(job["pipeline_parallel"]), 1),
         ]
     )
-
-
-class _PooledLevels(NamedTuple):
-    """The pooled levels' ratios from one reference type to each type
-    (:meth:`PairwiseTransfer._pooled`), the all-jobs weight behind them, and their spread
-    (:meth:`PairwiseTransfer.spread`)."""
-
-    value: np.ndarray
-    evidence: np.ndarray
-    spread: np.ndarray
 
 
 class _Neighbours:
@@ -186,14 +176,9 @@ class PairwiseTransfer:
         # running mean squared error of the local level at each of LOCAL_SHARPNESSES
         self.local_error = np.zeros(len(LOCAL_SHARPNESSES))
         self.local_scored = 0
-        self._levels_cache: dict[int, dict[tuple[str, str], _PooledLevels]] = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "_levels_cache"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._levels_cache = {}
         self.__dict__.setdefault("_local", {})  # pickled before the local level
         self.__dict__.setdefault("cross_error", 0.0)
         self.__dict__.setdefault("local_error", np.zeros(len(LOCAL_SHARPNESSES)))
@@ -234,44 +219,19 @@ class PairwiseTransfer:
     def _pooled(
         self, model_type: str, family: str, reference: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`measured_ratio` without the configuration-local level (read-only arrays)."""
-        levels = self._pooled_levels(model_type, family, reference)
-        return levels.value, levels.evidence
-
-    def _pooled_levels(self, model_type: str, family: str, reference: int) -> _PooledLevels:
-        """:meth:`_pooled` and :meth:`spread` from ``reference``, computed once until a ratio
-        from or to it is learned (a lineage's every submission reads them; few teach them)."""
-        by_job = self._levels_cache.get(reference)
-        if by_job is None:
-            by_job = self._levels_cache[reference] = {}
-        levels = by_job.get((model_type, family))
-        if levels is None:
-            levels = by_job[(model_type, family)] = self._compute_levels(
-                model_type, family, reference
-            )
-        return levels
-
-    def _compute_levels(self, model_type: str, family: str, reference: int) -> _PooledLevels:
+        """:meth:`measured_ratio` without the configuration-local level."""
         n = len(self.hardware)
         value, evidence = np.zeros(n), np.zeros(n)
-        spread = np.full(n, DEFAULT_SPREAD)
         for i, key in enumerate(self._levels(model_type, family)):
             row = self._rows.get((key, reference))
             if row is None:
                 continue
             if i == 0:
                 value = np.divide(row[0], row[1], out=np.zeros(n), where=row[1] > 0)
-                evidence = row[1].copy()  # (the row moves on as ratios are learned)
+                evidence = row[1]
             else:
                 value = (row[0] + PRIOR_WEIGHT * value) / (row[1] + PRIOR_WEIGHT)
-            # the spread at the most specific level with a few observations
-            enough = row[1] >= MIN_SPREAD_WEIGHT
-            mean = np.divide(row[0], row[1], out=np.zeros_like(spread), where=enough)
-            square = np.divide(row[2], row[1], out=np.zeros_like(spread), where=enough)
-            spread = np.where(enough, np.maximum(square - mean * mean, MIN_SPREAD), spread)
-        for array in (value, evidence, spread):
-            array.flags.writeable = False
-        return _PooledLevels(value, evidence, spread)
+        return value, evidence
 
     def local_sharpness(self) -> float:
         """The sharpness of the configuration-local level with the least prequential squared
@@ -284,8 +244,17 @@ class PairwiseTransfer:
         """How much jobs' ratios from ``reference`` to each type vary around their mean (a
         variance, log scale): at the most specific level with a few observations, else
         ``DEFAULT_SPREAD``. Ratios between types that treat jobs alike (two generations of
-        one vendor) vary little; those to a type with its own quirks vary a lot. (Read-only.)"""
-        return self._pooled_levels(model_type, family, reference).spread
+        one vendor) vary little; those to a type with its own quirks vary a lot."""
+        spread = np.full(len(self.hardware), DEFAULT_SPREAD)
+        for key in self._levels(model_type, family):
+            row = self._rows.get((key, reference))
+            if row is None:
+                continue
+            enough = row[1] >= MIN_SPREAD_WEIGHT
+            mean = np.divide(row[0], row[1], out=np.zeros_like(spread), where=enough)
+            square = np.divide(row[2], row[1], out=np.zeros_like(spread), where=enough)
+            spread = np.where(enough, np.maximum(square - mean * mean, MIN_SPREAD), spread)
+        return spread
 
     def correction(
         self,
@@ -348,7 +317,6 @@ class PairwiseTransfer:
             self.squared_error = self.squared_error * (1.0 - decay) + errors**2 * decay
             self.cross_error = self.cross_error * (1.0 - decay) + errors[0] * errors[1] * decay
         for a, b, value in ((reference, hardware, measured), (hardware, reference, -measured)):
-            self._levels_cache.pop(a, None)  # the all-jobs level moves for every model type
             for key in self._levels(model_type, family):
                 row = self._rows.get((key, a))
                 if row is None:

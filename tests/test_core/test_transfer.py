@@ -368,33 +368,3 @@ def test_a_pair_whose_ratio_varies_less_across_jobs_has_the_smaller_spread() -> 
     assert spread[2] == pytest.approx(0.16, rel=0.3)
     # a reference nobody measured from: the default
     assert pairs.spread("lm", "dense_llm", 1)[2] == pytest.approx(0.04)
-
-
-def test_reads_between_learning_steps_see_every_step_and_pickles_carry_no_cache() -> None:
-    """The pooled levels and spreads are computed once per reference until a ratio from or to
-    it is learned: a table read after every step reads what one never read before does."""
-    rng = np.random.default_rng(2)
-    steps = [
-        (str(rng.choice(["lm", "bert"])), int(a), int(b), float(rng.normal(0.3, 0.2)))
-        for a, b in (rng.choice(3, size=2, replace=False) for _ in range(60))
-    ]
-    read, unread = PairwiseTransfer(HARDWARE), PairwiseTransfer(HARDWARE)
-    for model_type, a, b, measured in steps:
-        for pairs in (read, unread):
-            pairs.learn_one(model_type, "llm", reference=a, hardware=b, measured=measured, model=0)
-        for reference in range(3):  # (a step of lm's moves the all-jobs level bert reads too)
-            read.measured_ratio("lm", "llm", reference)
-            read.spread("bert", "llm", reference)
-    restored = pickle.loads(pickle.dumps(read))
-    assert "_levels_cache" not in read.__getstate__()
-    for reference in range(3):
-        for model_type in ("lm", "bert"):
-            for pairs in (read, restored):
-                np.testing.assert_array_equal(
-                    pairs.measured_ratio(model_type, "llm", reference)[0],
-                    unread.measured_ratio(model_type, "llm", reference)[0],
-                )
-                np.testing.assert_array_equal(
-                    pairs.spread(model_type, "llm", reference),
-                    unread.spread(model_type, "llm", reference),
-                )

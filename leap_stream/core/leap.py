@@ -61,8 +61,8 @@ from leap_stream.core.priors import (
     last_seen_ms,
     latest,
     lineage_entries,
-    lineage_offset,
     mark_out_of_memory,
+    model_target_offset,
     out_of_memory_on,
     update_prior,
 )
@@ -555,7 +555,7 @@ class LeapCore:
         lineage = submitted[self._lineage_field]
         now_ms = _time_ms(event)
         state = self.priors.get(lineage)
-        target = log_y - lineage_offset(state, now_ms, self.half_life)
+        target = log_y - model_target_offset(state, now_ms, self.half_life)
         last = latest(state)
         reference = None
         if last is not None and last[0] != hardware and last[0] in self.hw.index:

@@ -37,6 +37,7 @@ __all__ = [
     "HALF_LIFE_DAYS",
     "LATEST_KEY",
     "LINEAGE_KEY",
+    "SINGLE_TYPE_OFFSET_SHARE",
     "SLOW_RERUN",
     "LineageEntries",
     "LineageView",
@@ -48,6 +49,7 @@ __all__ = [
     "lineage_offset",
     "lineage_view",
     "mark_out_of_memory",
+    "model_target_offset",
     "out_of_memory_on",
     "update_prior",
 ]
@@ -83,6 +85,9 @@ SHRINK_TRANSFER = 0.15
 # noise is a few percent; 0.25 is 22% slower. Measured on both 60-day fleets and MLPerf by round
 # (docs/results.md): within 10% +0.2 to +0.3 points, MLPerf +1.9 points within 20%.
 SLOW_RERUN = 0.25
+# The share of the lineage-wide offset the model's learning target leaves out while the lineage
+# has measured one hardware type only (model_target_offset): all of it once two or more.
+SINGLE_TYPE_OFFSET_SHARE = 0.5
 SUSPECT_PREFIX = "?"  # not a hardware name nor a signature: "?<config>@<hardware>"
 _DAY_MS = 86_400_000.0
 _SEPARATOR = "@"
@@ -244,6 +249,44 @@ def lineage_offset(
     if not state:
         return 0.0
     return _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER, half_life_days)
+
+
+def model_target_offset(
+    state: dict[str, Any] | None, now_ms: float, half_life_days: float = HALF_LIFE_DAYS
+) -> float:
+    """What the model's learning target leaves out of a measurement: the lineage-wide offset
+    (:func:`lineage_offset`), ``SINGLE_TYPE_OFFSET_SHARE`` of it while the lineage has measured a
+    single hardware type.
+
+    Measured on one type only, a lineage cannot tell its own efficiency from how its model type
+    runs on that type: every residual carries both. Taken out whole, what a model type's lineages
+    share on a type (which ranks that type for the lineages that have not run there) never
+    reaches the model, since each lineage's offset absorbs it; left in whole, each lineage's own
+    efficiency is noise in the model's target. Measured on several types, the lineage-wide mean
+    is the lineage's own.
+
+    >>> state = update_prior(None, "A", "8/256", log_throughput=5.0, residual=0.4, time_ms=0)
+    >>> lineage_offset(state, 0.0), model_target_offset(state, 0.0)
+    (0.3478260869565218, 0.1739130434782609)
+    >>> state = update_prior(state, "B", "8/256", log_throughput=5.0, residual=0.4, time_ms=0)
+    >>> model_target_offset(state, 0.0) == lineage_offset(state, 0.0)
+    True
+    """
+    offset = lineage_offset(state, now_ms, half_life_days)
+    if state and _hardware_measured(state) == 1:
+        return SINGLE_TYPE_OFFSET_SHARE * offset
+    return offset
+
+
+def _hardware_measured(state: Mapping[str, Any]) -> int:
+    """How many hardware types the lineage's residuals are on (two: as good as any more)."""
+    count = 0
+    for key in state:  # a hardware type's key is its bare name; the others are marked
+        if key != LINEAGE_KEY and key != LATEST_KEY and _SEPARATOR not in key:
+            count += 1
+            if count == 2:
+                break
+    return count
 
 
 @dataclass(slots=True)

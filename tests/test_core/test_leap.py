@@ -7,6 +7,7 @@ injected mappings, and no crash on hardware the catalog lacks.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
@@ -24,7 +25,11 @@ from leap_stream.core.catalog import Catalog
 from leap_stream.core.ensemble import Ensemble
 from leap_stream.core.inputs import INPUT_GROUPS
 from leap_stream.core.intervals import ConformalIntervals
-from leap_stream.core.priors import config_signature
+from leap_stream.core.priors import (
+    SINGLE_TYPE_OFFSET_SHARE,
+    config_signature,
+    lineage_offset,
+)
 from leap_stream.core.ranking import Ranking
 
 PREDICTORS: dict[str, PredictorFactory] = {
@@ -266,6 +271,28 @@ def _residual_after_repeat(hw_catalog: Catalog, candidates: list[str], hardware:
     assert _at(repeat, hardware) == (pytest.approx(1_000.0), "lineage_prior")
     core.on_completed(_done("j2", "L1", 3, hardware, 1_100.0))
     return core.intervals.halfwidth("lineage_prior")
+
+
+def test_the_model_learns_part_of_a_lineages_offset_until_it_measured_two_types(
+    hw_catalog: Catalog,
+) -> None:
+    core = LeapCore(hw_catalog)
+    shares = []
+    for i, hardware in enumerate(("H100-SXM", "H100-SXM", "MI300X", "MI300X")):
+        core.on_submitted(_sub(f"j{i}", "L1", 10 * i))
+        before = copy.deepcopy(core.priors.get("L1"))
+        completed = _done(f"j{i}", "L1", 10 * i + 1, hardware, 1_000.0)
+        _, example = core.join(completed)
+        assert example is not None
+        now_ms = completed["event_time"].timestamp() * 1000.0
+        offset = lineage_offset(before, now_ms, core.half_life)
+        assert (offset != 0.0) == (i > 0)  # the first attempt has no offset to leave out
+        if i > 0:
+            shares.append((math.log(1_000.0) - example["target"]) / offset)
+        core.learn(example)
+    # on H100-SXM alone: part of it; once MI300X is measured too: all of it
+    assert shares == pytest.approx([SINGLE_TYPE_OFFSET_SHARE, SINGLE_TYPE_OFFSET_SHARE, 1.0])
+    assert shares[0] < 1.0
 
 
 def test_a_completion_is_scored_against_its_own_candidates_prediction(

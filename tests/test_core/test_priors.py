@@ -19,12 +19,15 @@ from leap_stream.core.priors import (
     LINEAGE_KEY,
     SHRINK_SAME_HARDWARE,
     SHRINK_TRANSFER,
+    SINGLE_TYPE_OFFSET_SHARE,
     SLOW_RERUN,
     LineageView,
     config_signature,
     latest,
     lineage_offset,
     lineage_view,
+    mark_out_of_memory,
+    model_target_offset,
     update_prior,
 )
 
@@ -267,3 +270,20 @@ def test_a_stale_residual_on_known_hardware_gives_way_to_the_lineages_fresh_one(
 def test_no_latest_attempt_without_state() -> None:
     assert latest(None) is None
     assert latest({}) is None
+
+
+def test_the_model_is_left_part_of_the_offset_of_a_lineage_measured_on_one_type() -> None:
+    assert model_target_offset(None, 0.0) == 0.0
+    state = update_prior(None, "H100-SXM", SIG, log_throughput=5.0, residual=0.3, time_ms=0.0)
+    # a configuration's entries, a suspect rerun and an out-of-memory mark are not other types
+    state = update_prior(state, "H100-SXM", "other", log_throughput=5.0, residual=0.2, time_ms=0.0)
+    state = update_prior(state, "H100-SXM", SIG, log_throughput=4.0, residual=-0.7, time_ms=0.0)
+    state = mark_out_of_memory(state, "MI300X", SIG, 0.0)
+    assert any(key.startswith("?") for key in state)  # the slow rerun, held back
+    offset = lineage_offset(state, 0.0)
+    assert offset == pytest.approx(0.5 / (2 + SHRINK_TRANSFER))
+    assert model_target_offset(state, 0.0) == pytest.approx(SINGLE_TYPE_OFFSET_SHARE * offset)
+    assert 0.0 < model_target_offset(state, 0.0) < offset
+    # measured on a second type, the lineage-wide offset is its own: all of it
+    state = update_prior(state, "MI300X", SIG, log_throughput=5.0, residual=0.1, time_ms=0.0)
+    assert model_target_offset(state, 0.0) == lineage_offset(state, 0.0) != 0.0

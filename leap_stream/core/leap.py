@@ -193,6 +193,8 @@ class LeapCore:
         self.pending = {} if pending is None else pending
         self.priors = {} if priors is None else priors
         self.type_counts: dict[str, int] = {}
+        # completions learned per (model type, hardware type): how well the model knows a pair
+        self.pair_counts: dict[tuple[str, str], int] = {}
         # learned once, awaiting their second pass: (JOB_CONFIG_FIELDS values, position, target)
         self.second_pass_delay = second_pass_delay
         self.second_pass: deque[tuple[tuple[Any, ...], int, float]] = deque()
@@ -555,7 +557,8 @@ class LeapCore:
         lineage = submitted[self._lineage_field]
         now_ms = _time_ms(event)
         state = self.priors.get(lineage)
-        target = log_y - model_target_offset(state, now_ms, self.half_life)
+        known = self.pair_counts.get((submitted["model_type"], hardware), 0)
+        target = log_y - model_target_offset(state, now_ms, self.half_life, pair_completions=known)
         last = latest(state)
         reference = None
         if last is not None and last[0] != hardware and last[0] in self.hw.index:
@@ -664,6 +667,8 @@ class LeapCore:
         self.model.learn_one(job, position, example["target"])
         model_type = example["job"]["model_type"]
         self.type_counts[model_type] = self.type_counts.get(model_type, 0) + 1
+        pair = (model_type, example["hardware_type"])
+        self.pair_counts[pair] = self.pair_counts.get(pair, 0) + 1
         self._learn_again(example["job"], position, example["target"])
 
     def _learn_again(self, config: Mapping[str, Any], position: int, target: float) -> None:
@@ -707,6 +712,7 @@ class LeapCore:
             "model": self.model,
             "intervals": self.intervals,
             "type_counts": self.type_counts,
+            "pair_counts": self.pair_counts,
             "pairs": self.pairs,
             "memory_risk": self.memory_risk,
             "second_pass": self.second_pass,
@@ -719,6 +725,8 @@ class LeapCore:
         self.model = state["model"]
         self.intervals = state["intervals"]
         self.type_counts = state["type_counts"]
+        # snapshots taken before the pair counts existed: the pairs count from naught
+        self.pair_counts = state.get("pair_counts") or {}
         # snapshots taken before the pairwise corrections existed start them afresh
         self.pairs = state.get("pairs") or PairwiseTransfer(self.hw.names.tolist())
         self.memory_risk = state.get("memory_risk") or MemoryRisk()

@@ -37,7 +37,8 @@ __all__ = [
     "HALF_LIFE_DAYS",
     "LATEST_KEY",
     "LINEAGE_KEY",
-    "SINGLE_TYPE_OFFSET_SHARE",
+    "PAIR_COMPLETIONS_HALVING",
+    "SINGLE_TYPE_OFFSET_KEPT",
     "SLOW_RERUN",
     "LineageEntries",
     "LineageView",
@@ -85,9 +86,13 @@ SHRINK_TRANSFER = 0.15
 # noise is a few percent; 0.25 is 22% slower. Measured on both 60-day fleets and MLPerf by round
 # (docs/results.md): within 10% +0.2 to +0.3 points, MLPerf +1.9 points within 20%.
 SLOW_RERUN = 0.25
-# The share of the lineage-wide offset the model's learning target leaves out while the lineage
-# has measured one hardware type only (model_target_offset): all of it once two or more.
-SINGLE_TYPE_OFFSET_SHARE = 0.5
+# The share of the lineage-wide offset the model's learning target keeps while the lineage has
+# measured one hardware type only and the model has learned nothing of its model type on that
+# type (model_target_offset). The share halves by PAIR_COMPLETIONS_HALVING completions of the
+# pair learned and fades on from there; none of the offset is kept once the lineage has
+# measured two types.
+SINGLE_TYPE_OFFSET_KEPT = 0.5
+PAIR_COMPLETIONS_HALVING = 100
 SUSPECT_PREFIX = "?"  # not a hardware name nor a signature: "?<config>@<hardware>"
 _DAY_MS = 86_400_000.0
 _SEPARATOR = "@"
@@ -252,29 +257,40 @@ def lineage_offset(
 
 
 def model_target_offset(
-    state: dict[str, Any] | None, now_ms: float, half_life_days: float = HALF_LIFE_DAYS
+    state: dict[str, Any] | None,
+    now_ms: float,
+    half_life_days: float = HALF_LIFE_DAYS,
+    *,
+    pair_completions: int = 0,
 ) -> float:
-    """What the model's learning target leaves out of a measurement: the lineage-wide offset
-    (:func:`lineage_offset`), ``SINGLE_TYPE_OFFSET_SHARE`` of it while the lineage has measured a
-    single hardware type.
+    """What the model's learning target takes out of a measurement: the lineage-wide offset
+    (:func:`lineage_offset`), less a share of it while the lineage has measured a single
+    hardware type.
 
     Measured on one type only, a lineage cannot tell its own efficiency from how its model type
     runs on that type: every residual carries both. Taken out whole, what a model type's lineages
     share on a type (which ranks that type for the lineages that have not run there) never
     reaches the model, since each lineage's offset absorbs it; left in whole, each lineage's own
-    efficiency is noise in the model's target. Measured on several types, the lineage-wide mean
-    is the lineage's own.
+    efficiency is noise in the model's target. So ``SINGLE_TYPE_OFFSET_KEPT`` of it stays in
+    the target while the model knows the pair little, and less as the model learns the pair
+    from other lineages: ``pair_completions`` is how many completions of the lineage's model
+    type on that type it has learned. Measured on several types, the lineage-wide offset is the
+    lineage's own, and all of it is taken out.
 
     >>> state = update_prior(None, "A", "8/256", log_throughput=5.0, residual=0.4, time_ms=0)
     >>> lineage_offset(state, 0.0), model_target_offset(state, 0.0)
     (0.3478260869565218, 0.1739130434782609)
+    >>> learned = model_target_offset(state, 0.0, pair_completions=PAIR_COMPLETIONS_HALVING)
+    >>> round(learned / lineage_offset(state, 0.0), 4)  # a quarter of it is kept
+    0.75
     >>> state = update_prior(state, "B", "8/256", log_throughput=5.0, residual=0.4, time_ms=0)
     >>> model_target_offset(state, 0.0) == lineage_offset(state, 0.0)
     True
     """
     offset = lineage_offset(state, now_ms, half_life_days)
     if state and _hardware_measured(state) == 1:
-        return SINGLE_TYPE_OFFSET_SHARE * offset
+        unknown = PAIR_COMPLETIONS_HALVING / (PAIR_COMPLETIONS_HALVING + pair_completions)
+        return (1.0 - SINGLE_TYPE_OFFSET_KEPT * unknown) * offset
     return offset
 
 

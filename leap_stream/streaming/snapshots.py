@@ -6,8 +6,9 @@ publish-models``) is a challenger: the learner scores it, and it ranks once the 
 rule promotes it (a ServingDecision, key ``serving``).
 
 A snapshot holds what :meth:`LeapCore.learn` changes (the river model, the interval calibration,
-the per-type counts), pickled, with the offset of the learn log it has folded up to. The model
-is a fold over the learn log, so snapshot + the log from that offset = the model as it was.
+the per-type and per-pair counts), pickled, with the offset of the learn log it has folded up
+to. The model is a fold over the learn log, so snapshot + the log from that offset = the model
+as it was.
 
 >>> from leap_stream.core import LeapCore
 >>> from leap_stream.core.catalog import default_catalog

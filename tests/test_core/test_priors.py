@@ -17,9 +17,10 @@ from leap_stream.core.priors import (
     HALF_LIFE_DAYS,
     LATEST_KEY,
     LINEAGE_KEY,
+    PAIR_COMPLETIONS_HALVING,
     SHRINK_SAME_HARDWARE,
     SHRINK_TRANSFER,
-    SINGLE_TYPE_OFFSET_SHARE,
+    SINGLE_TYPE_OFFSET_KEPT,
     SLOW_RERUN,
     LineageView,
     config_signature,
@@ -282,8 +283,17 @@ def test_the_model_is_left_part_of_the_offset_of_a_lineage_measured_on_one_type(
     assert any(key.startswith("?") for key in state)  # the slow rerun, held back
     offset = lineage_offset(state, 0.0)
     assert offset == pytest.approx(0.5 / (2 + SHRINK_TRANSFER))
-    assert model_target_offset(state, 0.0) == pytest.approx(SINGLE_TYPE_OFFSET_SHARE * offset)
+    assert model_target_offset(state, 0.0) == pytest.approx((1 - SINGLE_TYPE_OFFSET_KEPT) * offset)
     assert 0.0 < model_target_offset(state, 0.0) < offset
+    # the better the model knows the pair from other lineages, the less of the offset it keeps
+    taken = [
+        model_target_offset(state, 0.0, pair_completions=n)
+        for n in (0, PAIR_COMPLETIONS_HALVING, 100 * PAIR_COMPLETIONS_HALVING)
+    ]
+    kept = [(offset - value) / offset for value in taken]
+    assert kept[1] == pytest.approx(SINGLE_TYPE_OFFSET_KEPT / 2)
+    assert kept[0] > kept[1] > kept[2] > 0.0
+    assert kept[2] < 0.01
     # measured on a second type, the lineage-wide offset is its own: all of it
     state = update_prior(state, "MI300X", SIG, log_throughput=5.0, residual=0.1, time_ms=0.0)
     assert model_target_offset(state, 0.0) == lineage_offset(state, 0.0) != 0.0

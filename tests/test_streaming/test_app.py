@@ -136,6 +136,7 @@ def test_a_worker_killed_twice_mid_trace_loses_nothing_and_learns_each_completio
     assert model.regressor.intercept == core.model.regressor.intercept
     assert (model.seen == core.model.seen).all()
     assert state["type_counts"] == core.type_counts
+    assert state["pair_counts"] == core.pair_counts
     for source in ("lineage_prior", "model", "cold_start"):
         assert state["intervals"].halfwidth(source) == core.intervals.halfwidth(source)
 

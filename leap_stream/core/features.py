@@ -73,13 +73,17 @@ TYPE_SLOPES = slice(_TYPE_COMMUNICATION - 1, _TYPE_COMMUNICATION + 1)
 PAIR_TYPE_SLOPES = slice(-3, -1)
 _OFFSETS = np.array(COMMUNICATION_OFFSETS)[:, None]
 
-# The values of a pair's six one-hots (FeatureEncoder.onehot_keys). AdaGrad moves a weight by
+# The values of a pair's seven one-hots (FeatureEncoder.onehot_keys). AdaGrad moves a weight by
 # about its feature's value times the step (by its square while eps outweighs the feature's own
 # gradients): the hardware's own three (the type; for this family; for this precision) are damped
 # so that the spec sheet's slopes explain what they can before a type's one-hots take the rest.
 # The slopes are what carries over to the types a family has seldom run on. 0.35 measured best
-# of 1, 0.5, 0.35 and 0.25 on both 60-day fleets (docs/results.md).
-ONEHOT_VALUES = (0.35, 0.35, 0.35, 1.0, 1.0, 1.0)
+# of 1, 0.5, 0.35 and 0.25 on both 60-day fleets (docs/results.md). The model type's pair of
+# one-hots (per hardware type 0.8, per vendor 0.35) splits what a model type measured on one
+# type between that type and the vendor's others: a model type's kernels and software path are
+# mostly a vendor's (CUDA, ROCm, XLA). 0.8 / 0.35 measured against 1 / none, 0.7 / 0.35 to 0.5,
+# 0.6 / 0.35, 0.5 / 0.5 to 0.7 and 1 / 0.2 to 1 on both 60-day fleets (docs/results.md).
+ONEHOT_VALUES = (0.35, 0.35, 0.35, 1.0, 1.0, 0.8, 0.35)
 # What encoding a JobSubmitted record reads, in the order of the key its JobFeatures are cached by.
 _JOB_FIELDS = ("model_family", "model_type", "precision", "framework", "param_count",
                "global_batch_size", "seq_len", "num_devices", "tensor_parallel",
@@ -312,8 +316,9 @@ class FeatureEncoder:
 
         From the general to the specific: the hardware; the hardware for this family and for
         this precision; the vendor for this family and framework (what a new type of a known
-        vendor starts from); and the hardware for this very model type, which learns what no
-        spec sheet says once the type is common.
+        vendor starts from); and the hardware and the vendor for this very model type, which
+        learn what no spec sheet says once the type is common (the vendor's carries a model
+        type's measurements to the vendor's other types).
         """
         keys = self._onehot_cache.get(job.key)
         if keys is None:
@@ -328,6 +333,7 @@ class FeatureEncoder:
                     f"vendor={v}|{fam}",
                     f"vendor={v}|{fw}",
                     f"hw={h}|type={model_type}",
+                    f"vendor={v}|type={model_type}",
                 )
                 for h, v in zip(self.names, self.vendors, strict=True)
             ]

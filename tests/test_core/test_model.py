@@ -459,6 +459,35 @@ def test_a_pickle_from_before_slope_ranges_extrapolates_as_it_did(model: Through
     )
 
 
+def _set_onehot_values(monkeypatch: pytest.MonkeyPatch, values: tuple[float, ...]) -> None:
+    monkeypatch.setattr(features_module, "ONEHOT_VALUES", values)
+    monkeypatch.setattr(model_module, "_ONEHOT_VALUES", np.array(values))
+
+
+def _vendor_gap(hw_catalog: Catalog) -> float:
+    """How much more of what one model type measured on the H100 (and another of its family
+    did not) reaches an NVIDIA type neither ran on than an AMD one (log scale)."""
+    model = ThroughputModel(FeatureEncoder(HardwareArrays.from_catalog(hw_catalog)))
+    fast, plain = (model.encoder.job({**JOBS[0], "model_type": t}) for t in ("fast", "plain"))
+    h100 = model.encoder.hw.index["H100-SXM"]
+    for _ in range(300):  # the same spec sheet and family: only the model type tells them apart
+        model.learn_one(fast, h100, 8.5)
+        model.learn_one(plain, h100, 8.0)
+    a100, mi300x = (model.encoder.hw.index[h] for h in ("A100-SXM-80GB", "MI300X"))
+    gap = model.predict_many(fast) - model.predict_many(plain)
+    assert gap[h100] > 0.4  # learned where it was measured
+    return float(gap[a100] - gap[mi300x])
+
+
+def test_a_model_types_measurements_carry_to_the_vendors_other_types(
+    hw_catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _vendor_gap(hw_catalog) > 0.03  # 0.053 when written
+    # without the vendor's one-hot per model type, nothing tells the two vendors apart
+    _set_onehot_values(monkeypatch, (*features_module.ONEHOT_VALUES[:-1], 0.0))
+    assert _vendor_gap(hw_catalog) == pytest.approx(0.0, abs=1e-9)
+
+
 def _held_out_error(hw_catalog: Catalog, rounds: int = 600) -> float:
     """Mean absolute log error on NVIDIA types never learned, for a memory-bound model type
     (throughput follows memory bandwidth, not peak FLOP/s) learned on five other NVIDIA types."""
@@ -491,7 +520,6 @@ def test_damped_hardware_one_hots_leave_the_spec_sheet_slopes_more_to_carry_over
     # What a type's one-hots learn stays on that type; what the bandwidth slope learns carries
     # over to the types the family has not run on. Damped one-hots leave it more to learn.
     damped = _held_out_error(hw_catalog)
-    monkeypatch.setattr(features_module, "ONEHOT_VALUES", (1.0,) * 6)
-    monkeypatch.setattr(model_module, "_ONEHOT_VALUES", np.ones(6))
+    _set_onehot_values(monkeypatch, (1.0,) * len(features_module.ONEHOT_VALUES))
     undamped = _held_out_error(hw_catalog)
     assert damped < 0.6 * undamped, (damped, undamped)  # 0.35 against 0.73 when written

@@ -95,7 +95,7 @@ def test_a_model_learned_on_other_features_is_refused(monkeypatch: pytest.Monkey
     nightly = nightly_record("river_batch", core.model, trained_until=cutoff)
     read_snapshot(online, learn_topic="t")  # this version's own features: loads
     # a version whose one-hots carry other values reads the same weights differently
-    monkeypatch.setattr(features, "ONEHOT_VALUES", (1.0,) * 6)
+    monkeypatch.setattr(features, "ONEHOT_VALUES", (1.0,) * len(features.ONEHOT_VALUES))
     with pytest.raises(SnapshotError, match="other features"):
         read_snapshot(online, learn_topic="t")
     with pytest.raises(SnapshotError, match="other features"):

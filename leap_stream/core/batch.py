@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leap_stream.core.events import JOB_CONFIG_FIELDS
-from leap_stream.core.features import FeatureEncoder, JobFeatures, JobKey
+from leap_stream.core.features import ONEHOT_VALUES, FeatureEncoder, JobFeatures
 from leap_stream.core.model import PreparedPair, ThroughputModel
 
 if TYPE_CHECKING:
@@ -103,8 +103,7 @@ _PROBES: tuple[dict[str, Any], ...] = (
      "precision": "bf16", "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1},
     {"model_type": "llm-7b", "model_family": "dense_llm", "framework": "jax",
      "param_count": 7_000_000_000, "global_batch_size": 1024, "seq_len": 4096,
-     "precision": "fp8", "num_devices": 64, "tensor_parallel": 2, "pipeline_parallel": 2,
-     "team": "research"},
+     "precision": "fp8", "num_devices": 64, "tensor_parallel": 2, "pipeline_parallel": 2},
 )  # fmt: skip
 
 
@@ -392,7 +391,7 @@ class BoostedModel:
         self.seen, self.seen_by_family = training.seen(len(encoder.names))
         # per job configuration: the efficiency predicted on every catalog type (see prime)
         self.predictions: dict[tuple[Any, ...], np.ndarray] = {}
-        self._columns: dict[JobKey, np.ndarray | None] = {}
+        self._columns: dict[tuple[str, str, str, str], np.ndarray | None] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # LightGBM's own text format: exact, and readable by any LightGBM of that version
@@ -451,13 +450,13 @@ class BoostedModel:
                 values.append(rows.data)
                 lengths.append(np.diff(rows.indptr))
                 continue
-            # pair_values' order: shared, the one-hots, numeric, the device count
+            # pair_values' order: shared, the one-hots (ONEHOT_VALUES), numeric, the device count
             shared = len(job.shared_names)
             numeric = encoder.numeric(job)
             onehots = columns.shape[1] - shared - len(numeric) - 1
             x = np.empty(columns.shape)
             x[:, :shared] = job.shared_values
-            x[:, shared : shared + onehots] = job.onehot_values
+            x[:, shared : shared + onehots] = ONEHOT_VALUES
             x[:, shared + onehots : -1] = numeric.T
             x[:, -1] = job.log_devices
             keep = (columns >= 0) & (x != 0)  # zeros stay implicit, as in river's updates
@@ -555,7 +554,7 @@ def training_rows(
     )
     vocabulary: dict[str, int] = {}
     # a pair's names depend on its job's key and position only: numbered when first seen
-    named: dict[tuple[JobKey, int], np.ndarray] = {}
+    named: dict[tuple[tuple[str, str, str, str], int], np.ndarray] = {}
     columns: list[np.ndarray] = [np.empty(0, np.int32)] * len(pairs)
     values: list[np.ndarray] = [np.empty(0)] * len(pairs)
     for u in np.argsort(first, kind="stable").tolist():  # in the order pairs first appear

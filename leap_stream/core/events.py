@@ -80,7 +80,6 @@ JOB_CONFIG_FIELDS = (
     "pipeline_parallel",
     "micro_batches",
     "flops_per_sample",
-    "team",
 )
 
 

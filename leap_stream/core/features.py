@@ -47,11 +47,9 @@ __all__ = [
     "ASSUMED_MFU",
     "ONEHOT_VALUES",
     "PAIR_TYPE_SLOPES",
-    "TEAM_ONEHOT_VALUE",
     "TYPE_SLOPES",
     "FeatureEncoder",
     "JobFeatures",
-    "JobKey",
     "RecentCache",
 ]
 
@@ -75,46 +73,26 @@ TYPE_SLOPES = slice(_TYPE_COMMUNICATION - 1, _TYPE_COMMUNICATION + 1)
 PAIR_TYPE_SLOPES = slice(-3, -1)
 _OFFSETS = np.array(COMMUNICATION_OFFSETS)[:, None]
 
-# The values of a pair's first seven one-hots (FeatureEncoder.onehot_keys). AdaGrad moves a
-# weight by about its feature's value times the step (by its square while eps outweighs the
-# feature's own gradients): the hardware's own three (the type; for this family; for this
-# precision) are damped so that the spec sheet's slopes explain what they can before a type's
-# one-hots take the rest. The slopes are what carries over to the types a family has seldom run
-# on. 0.35 measured best of 1, 0.5, 0.35 and 0.25 on both 60-day fleets (docs/results.md). The
-# model type's pair of one-hots (per hardware type 0.8, per vendor 0.35) splits what a model type
-# measured on one type between that type and the vendor's others: a model type's kernels and
-# software path are mostly a vendor's (CUDA, ROCm, XLA). 0.8 / 0.35 measured against 1 / none,
-# 0.7 / 0.35 to 0.5, 0.6 / 0.35, 0.5 / 0.5 to 0.7 and 1 / 0.2 to 1 on both 60-day fleets
-# (docs/results.md).
+# The values of a pair's seven one-hots (FeatureEncoder.onehot_keys). AdaGrad moves a weight by
+# about its feature's value times the step (by its square while eps outweighs the feature's own
+# gradients): the hardware's own three (the type; for this family; for this precision) are damped
+# so that the spec sheet's slopes explain what they can before a type's one-hots take the rest.
+# The slopes are what carries over to the types a family has seldom run on. 0.35 measured best
+# of 1, 0.5, 0.35 and 0.25 on both 60-day fleets (docs/results.md). The model type's pair of
+# one-hots (per hardware type 0.8, per vendor 0.35) splits what a model type measured on one
+# type between that type and the vendor's others: a model type's kernels and software path are
+# mostly a vendor's (CUDA, ROCm, XLA). 0.8 / 0.35 measured against 1 / none, 0.7 / 0.35 to 0.5,
+# 0.6 / 0.35, 0.5 / 0.5 to 0.7 and 1 / 0.2 to 1 on both 60-day fleets (docs/results.md).
 ONEHOT_VALUES = (0.35, 0.35, 0.35, 1.0, 1.0, 0.8, 0.35)
-# An eighth one-hot, the submitting team's per vendor, when the submission says its ``team``: a
-# team's containers, library pins and compiler flags make it a better or worse user of a vendor's
-# parts, which every job of the team shares and no other job does. Small, so that it takes a
-# team's lasting lead or lag on a vendor and not each lineage's own noise: a lineage's later
-# attempts are predicted from its offset to the model at its last one, which a fast-moving term
-# makes stale. 0.15 measured best of 0.1 to 0.6 on both 60-day fleets (docs/results.md).
-TEAM_ONEHOT_VALUE = 0.15
-# (family, model type, precision, framework, team): what a job's feature names depend on ("" for
-# a team not said)
-JobKey = tuple[str, str, str, str, str]
 # What encoding a JobSubmitted record reads, in the order of the key its JobFeatures are cached by.
 _JOB_FIELDS = ("model_family", "model_type", "precision", "framework", "param_count",
                "global_batch_size", "seq_len", "num_devices", "tensor_parallel",
-               "pipeline_parallel", "micro_batches", "flops_per_sample", "team")  # fmt: skip
+               "pipeline_parallel", "micro_batches", "flops_per_sample")  # fmt: skip
 _job_key = operator.itemgetter(*_JOB_FIELDS)
 # Entries per generation of the recent-jobs caches (see RecentCache): a submission's own job is
 # encoded again at its completion and as its lineage's reference, seconds to days later.
 JOB_CACHE_SIZE = 4096
 NUMERIC_CACHE_SIZE = 1024
-
-
-def _onehot_values() -> tuple[np.ndarray, np.ndarray]:
-    """The values of a pair's one-hots (ONEHOT_VALUES, then the team's), without and with a
-    team said: a zero is never learned from."""
-    values = tuple(np.array((*ONEHOT_VALUES, team)) for team in (0.0, TEAM_ONEHOT_VALUE))
-    for array in values:
-        array.flags.writeable = False  # shared by every job
-    return values  # type: ignore[return-value]
 
 
 class RecentCache:
@@ -147,10 +125,9 @@ class RecentCache:
 class JobFeatures:
     """One submission's features, shared by all of its candidates."""
 
-    key: JobKey
+    key: tuple[str, str, str, str]  # (family, model type, precision, framework)
     shared_names: tuple[str, ...]  # the job's own features ...
     shared_values: np.ndarray  # ... and their values
-    onehot_values: np.ndarray  # the values of each type's one-hots (ONEHOT_VALUES, the team's)
     numeric_names: tuple[str, ...]  # per-hardware numeric features (see FeatureEncoder.numeric)
     family: str
     framework: str
@@ -201,24 +178,21 @@ class FeatureEncoder:
         bf16 = self.log_peak_by_precision[PRECISIONS.index("bf16")]
         self.centre_bandwidth = float(np.median(self.log_bandwidth - bf16))
         self.centre_peak = float(np.median(bf16))
-        self._onehot_cache: dict[JobKey, list[tuple[str, ...]]] = {}
+        self._onehot_cache: dict[tuple[str, str, str, str], list[tuple[str, ...]]] = {}
         self._numeric_cache: dict[tuple[int, int], np.ndarray] = {}
-        self._pair_cache: dict[tuple[JobKey, int], tuple[str, ...]] = {}
+        self._pair_cache: dict[tuple[tuple[str, str, str, str], int], tuple[str, ...]] = {}
         self._name_cache: dict[
             tuple[str, str, str, str], tuple[tuple[str, ...], tuple[str, ...]]
         ] = {}
         self._start_recent()
 
     _CACHES = ("_onehot_cache", "_numeric_cache", "_pair_cache", "_name_cache")
-    _RECENT = ("_job_cache", "_numeric_by_job", "onehot_values")
+    _RECENT = ("_job_cache", "_numeric_by_job")
 
     def _start_recent(self) -> None:
         # JobFeatures by the fields job() reads; a job's full numeric() by what it depends on
         self._job_cache = RecentCache(JOB_CACHE_SIZE)
         self._numeric_by_job = RecentCache(NUMERIC_CACHE_SIZE)
-        # the one-hots' values are this version's, not a pickle's: a model learned with others
-        # is refused by its feature fingerprint (leap_stream.core.batch.feature_fingerprint)
-        self.onehot_values = _onehot_values()
 
     def __getstate__(self) -> dict[str, Any]:
         # the caches are most of a pickled model and rebuild themselves on first use
@@ -286,9 +260,8 @@ class FeatureEncoder:
 
     def _encode(self, job: dict[str, Any]) -> JobFeatures:
         family, framework, precision = job["model_family"], job["framework"], job["precision"]
-        team = job.get("team") or ""
-        key = (family, job["model_type"], precision, framework, team)
-        shared_names, numeric_names = self._names(key[:4])
+        key = (family, job["model_type"], precision, framework)
+        shared_names, numeric_names = self._names(key)
         params = float(job["param_count"])
         batch = float(job["global_batch_size"])
         devices = int(job["num_devices"])
@@ -327,8 +300,6 @@ class FeatureEncoder:
             key=key,
             shared_names=shared_names,
             shared_values=values,
-            # a team is a job x hardware term: none without the interactions
-            onehot_values=self.onehot_values[bool(team) and "interactions" not in self.without],
             numeric_names=numeric_names,
             family=family,
             framework=framework,
@@ -347,12 +318,11 @@ class FeatureEncoder:
         this precision; the vendor for this family and framework (what a new type of a known
         vendor starts from); and the hardware and the vendor for this very model type, which
         learn what no spec sheet says once the type is common (the vendor's carries a model
-        type's measurements to the vendor's other types); last, the vendor for the submitting
-        team (valued 0, never learned, when the submission does not say its team).
+        type's measurements to the vendor's other types).
         """
         keys = self._onehot_cache.get(job.key)
         if keys is None:
-            fam, model_type, prec, fw, team = job.key
+            fam, model_type, prec, fw = job.key
             if "interactions" in self.without:  # one per type (or vendor): no job in them
                 fam, model_type, prec, fw = "family=*", "*", "precision=*", "framework=*"
             keys = [
@@ -364,7 +334,6 @@ class FeatureEncoder:
                     f"vendor={v}|{fw}",
                     f"hw={h}|type={model_type}",
                     f"vendor={v}|type={model_type}",
-                    f"vendor={v}|team={team}",
                 )
                 for h, v in zip(self.names, self.vendors, strict=True)
             ]
@@ -466,7 +435,7 @@ class FeatureEncoder:
         """The values of :meth:`pair`, in the order of :meth:`pair_names`."""
         return [
             *job.shared_values.tolist(),
-            *job.onehot_values.tolist(),
+            *ONEHOT_VALUES,
             *self.numeric(job)[:, position].tolist(),
             job.log_devices,
         ]

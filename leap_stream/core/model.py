@@ -36,11 +36,11 @@ from river import linear_model, optim, utils
 
 from leap_stream.core.features import (
     NUMERIC_CACHE_SIZE,
+    ONEHOT_VALUES,
     PAIR_TYPE_SLOPES,
     TYPE_SLOPES,
     FeatureEncoder,
     JobFeatures,
-    JobKey,
     RecentCache,
 )
 
@@ -62,6 +62,7 @@ ADAGRAD_EPS = 16.0
 # AdaGrad's sum of squared gradients of a feature river has never learned (it is not among
 # river's weights): a sum of squares is never negative.
 _UNSEEN = -1.0
+_ONEHOT_VALUES = np.array(ONEHOT_VALUES)
 # What pickles carry: river's regressor plus the model's own counts and column index (the layout
 # of earlier versions, which can load these pickles); the learner's arrays are rebuilt from river.
 _PERSISTED = ("encoder", "learned", "seen", "seen_by_family", "_column", "_mirror",
@@ -166,10 +167,12 @@ class ThroughputModel:
         self._mirror[columns] = list(weights.values())
         self._g2[columns] = [optimizer.g2.get(name, 0.0) for name in weights]
         self._river_stale = False
-        self._job_columns: dict[JobKey, tuple[np.ndarray, ...]] = {}
+        self._job_columns: dict[tuple[str, str, str, str], tuple[np.ndarray, ...]] = {}
         # encoder.numeric with the type slopes clipped, by configuration and ranges
         self._clipped = RecentCache(NUMERIC_CACHE_SIZE)
-        self._pair_columns: dict[tuple[JobKey, int], tuple[np.ndarray, list[int] | None]] = {}
+        self._pair_columns: dict[
+            tuple[tuple[str, str, str, str], int], tuple[np.ndarray, list[int] | None]
+        ] = {}
         # (job, learning steps taken, predict_many of every type): until the next step
         self._last_prediction: tuple[JobFeatures, int, np.ndarray] | None = None
 
@@ -267,8 +270,8 @@ class ThroughputModel:
         # the sum in this order, in place (the baseline is a new array)
         log_throughput = self.encoder.baseline(job)
         log_throughput += mirror[numeric_columns] @ self._numeric(job, numeric_columns)
-        # each row's one-hot terms summed in order (np.add.reduce, no wrapper)
-        log_throughput += np.add.reduce(mirror[onehot_columns] * job.onehot_values, axis=1)
+        # each row's six terms summed in order (np.add.reduce, no wrapper)
+        log_throughput += np.add.reduce(mirror[onehot_columns] * _ONEHOT_VALUES, axis=1)
         log_throughput += mirror[self._device_columns] * job.log_devices
         log_throughput += scalar
         return log_throughput

@@ -10,7 +10,7 @@ import pytest
 
 from leap_stream.core import features
 from leap_stream.core.catalog import Catalog
-from leap_stream.core.features import ONEHOT_VALUES, TEAM_ONEHOT_VALUE, FeatureEncoder, JobFeatures
+from leap_stream.core.features import ONEHOT_VALUES, FeatureEncoder, JobFeatures
 from leap_stream.core.hardware import HardwareArrays
 
 JOB: dict[str, Any] = {
@@ -31,8 +31,7 @@ def _fields(job: JobFeatures) -> dict[str, Any]:
 
 def _assert_same_job(a: JobFeatures, b: JobFeatures) -> None:
     fa, fb = _fields(a), _fields(b)
-    for arrays in ("shared_values", "onehot_values"):
-        np.testing.assert_array_equal(fa.pop(arrays), fb.pop(arrays))
+    np.testing.assert_array_equal(fa.pop("shared_values"), fb.pop("shared_values"))
     assert fa == fb
 
 
@@ -131,25 +130,6 @@ def test_pair_values_follow_pair_names(encoder: FeatureEncoder) -> None:
     assert pair["dense_llm:log_params"] == job.shared_values[4]
     numeric = encoder.numeric(job)[:, h100].tolist()
     assert [pair[name] for name in job.numeric_names] == numeric
-
-
-def test_a_team_said_is_a_one_hot_per_vendor_and_one_not_said_is_never_learned(
-    encoder: FeatureEncoder,
-) -> None:
-    mi300x = encoder.hw.index["MI300X"]
-    said = encoder.pair(encoder.job({**JOB, "team": "speech"}), mi300x)
-    assert said["vendor=AMD|team=speech"] == TEAM_ONEHOT_VALUE
-    unsaid = encoder.pair(encoder.job(JOB), mi300x)
-    assert unsaid["vendor=AMD|team="] == 0.0  # river never sees a zero
-    # the rest of the pair is the same: a team changes nothing else
-    assert {n: v for n, v in said.items() if "team=" not in n} == {
-        n: v for n, v in unsaid.items() if "team=" not in n
-    }
-    # without the job x hardware terms a team is not one
-    ablated = FeatureEncoder(encoder.hw, frozenset({"interactions"}))
-    assert (
-        ablated.pair(ablated.job({**JOB, "team": "speech"}), mi300x)["vendor=AMD|team=speech"] == 0
-    )
 
 
 def test_a_pickled_encoder_drops_its_caches(encoder: FeatureEncoder) -> None:

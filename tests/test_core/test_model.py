@@ -13,6 +13,7 @@ from core_fixtures import JOBS
 from river import linear_model, optim
 
 from leap_stream.core import features as features_module
+from leap_stream.core import model as model_module
 from leap_stream.core.catalog import Catalog
 from leap_stream.core.features import TYPE_SLOPES, FeatureEncoder, JobFeatures
 from leap_stream.core.hardware import HardwareArrays
@@ -459,7 +460,8 @@ def test_a_pickle_from_before_slope_ranges_extrapolates_as_it_did(model: Through
 
 
 def _set_onehot_values(monkeypatch: pytest.MonkeyPatch, values: tuple[float, ...]) -> None:
-    monkeypatch.setattr(features_module, "ONEHOT_VALUES", values)  # read by new encoders
+    monkeypatch.setattr(features_module, "ONEHOT_VALUES", values)
+    monkeypatch.setattr(model_module, "_ONEHOT_VALUES", np.array(values))
 
 
 def _vendor_gap(hw_catalog: Catalog) -> float:
@@ -484,30 +486,6 @@ def test_a_model_types_measurements_carry_to_the_vendors_other_types(
     # without the vendor's one-hot per model type, nothing tells the two vendors apart
     _set_onehot_values(monkeypatch, (*features_module.ONEHOT_VALUES[:-1], 0.0))
     assert _vendor_gap(hw_catalog) == pytest.approx(0.0, abs=1e-9)
-
-
-def test_a_teams_lead_on_a_vendor_carries_to_its_other_jobs_there_only(
-    model: ThroughputModel,
-) -> None:
-    # two teams run the same model type on the H100; one's stack is e^0.3 faster on NVIDIA
-    encoder = model.encoder
-    fast, plain = (encoder.job({**JOBS[0], "team": t}) for t in ("fast", "plain"))
-    h100 = encoder.hw.index["H100-SXM"]
-    for _ in range(300):
-        model.learn_one(fast, h100, 8.3)
-        model.learn_one(plain, h100, 8.0)
-    # another model type of each team, on a type neither ran on
-    other = {**JOBS[0], "model_type": "other"}
-    fast_other, plain_other = (encoder.job({**other, "team": t}) for t in ("fast", "plain"))
-    gap = model.predict_many(fast_other) - model.predict_many(plain_other)
-    a100, mi300x = (encoder.hw.index[h] for h in ("A100-SXM-80GB", "MI300X"))
-    assert gap[a100] > 0.05  # the team's NVIDIA stack
-    assert gap[mi300x] == pytest.approx(0.0, abs=1e-12)  # nothing known of it on AMD
-    # a job whose team is not said predicts as before teams were features
-    unsaid = encoder.job(other)
-    assert model.predict_many(unsaid)[a100] == pytest.approx(
-        model.predict_many(encoder.job({**other, "team": "new"}))[a100], abs=1e-12
-    )
 
 
 def _held_out_error(hw_catalog: Catalog, rounds: int = 600) -> float:

@@ -51,7 +51,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leap_stream.core.events import JOB_CONFIG_FIELDS
-from leap_stream.core.features import ONEHOT_VALUES, FeatureEncoder, JobFeatures
+from leap_stream.core.features import (
+    ONEHOT_VALUES,
+    TEAM_ONEHOT_VALUE,
+    FeatureEncoder,
+    JobFeatures,
+)
 from leap_stream.core.model import PreparedPair, ThroughputModel
 
 if TYPE_CHECKING:
@@ -96,14 +101,16 @@ _DAY_MS = 86_400_000.0
 # Predictions cached per job configuration (all catalog types each) before the cache is reset.
 _CACHE_LIMIT = 50_000
 # Jobs whose features and predictions :func:`feature_fingerprint` and :func:`probe_predictions`
-# read: one per kind of job the encoder treats apart (no sequence; a sharded, multi-node LLM).
+# read: one per kind of job the encoder treats apart (no sequence; a sharded, multi-node LLM
+# whose team is said).
 _PROBES: tuple[dict[str, Any], ...] = (
     {"model_type": "resnet", "model_family": "cnn", "framework": "pytorch",
      "param_count": 25_000_000, "global_batch_size": 2048, "seq_len": None,
      "precision": "bf16", "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1},
     {"model_type": "llm-7b", "model_family": "dense_llm", "framework": "jax",
      "param_count": 7_000_000_000, "global_batch_size": 1024, "seq_len": 4096,
-     "precision": "fp8", "num_devices": 64, "tensor_parallel": 2, "pipeline_parallel": 2},
+     "precision": "fp8", "num_devices": 64, "tensor_parallel": 2, "pipeline_parallel": 2,
+     "team": "research"},
 )  # fmt: skip
 
 
@@ -392,10 +399,11 @@ class BoostedModel:
         # per job configuration: the efficiency predicted on every catalog type (see prime)
         self.predictions: dict[tuple[Any, ...], np.ndarray] = {}
         self._columns: dict[tuple[str, str, str, str], np.ndarray | None] = {}
+        self._teams: dict[str, np.ndarray] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # LightGBM's own text format: exact, and readable by any LightGBM of that version
-        caches = ("predictions", "booster", "_columns")
+        caches = ("predictions", "booster", "_columns", "_teams")
         state = {k: v for k, v in self.__dict__.items() if k not in caches}
         return {**state, "booster": self.booster.model_to_string()}
 
@@ -406,13 +414,14 @@ class BoostedModel:
         self.booster = lightgbm.Booster(model_str=state["booster"])
         self.predictions = {}
         self._columns = {}
+        self._teams = {}
 
     @staticmethod
     def _key(job: JobFeatures) -> tuple[Any, ...]:
         # everything a pair's features are computed from (see FeatureEncoder.pair)
         return (
             job.key, job.shared_values.tobytes(), job.num_devices, job.log_comm_over_work,
-            job.log_scale,
+            job.log_scale, job.team,
         )  # fmt: skip
 
     def prime(self, jobs: Iterable[JobFeatures]) -> None:
@@ -459,6 +468,9 @@ class BoostedModel:
             x[:, shared : shared + onehots] = ONEHOT_VALUES
             x[:, shared + onehots : -1] = numeric.T
             x[:, -1] = job.log_devices
+            if job.team:  # its one-hot comes first (FeatureEncoder.pair_names)
+                columns = np.column_stack((self._team_columns(job.team), columns))
+                x = np.column_stack((np.full(len(x), TEAM_ONEHOT_VALUE), x))
             keep = (columns >= 0) & (x != 0)  # zeros stay implicit, as in river's updates
             indices.append(columns[keep])
             values.append(x[keep])
@@ -469,12 +481,24 @@ class BoostedModel:
             shape=(len(indptr) - 1, len(self.vectoriser.vocabulary)),
         )
 
+    def _team_columns(self, team: str) -> np.ndarray:
+        """Per catalog type, the vocabulary column of ``team``'s one-hot (-1: not in it)."""
+        columns = self._teams.get(team)
+        if columns is None:
+            vocabulary = self.vectoriser.vocabulary
+            keys = self.encoder.team_keys(team)
+            columns = np.array([vocabulary.get(key, -1) for key in keys], dtype=np.int32)
+            self._teams[team] = columns
+        return columns
+
     def _pair_columns(self, job: JobFeatures) -> np.ndarray | None:
-        """Per catalog type, the vocabulary column of each of the pair's feature names (-1:
-        not in it), in :meth:`FeatureEncoder.pair_names` order; None when a name repeats."""
+        """Per catalog type, the vocabulary column of each of the pair's configuration feature
+        names (-1: not in it), in :meth:`FeatureEncoder.config_pair_names` order; None when a
+        name repeats."""
         if job.key not in self._columns:
             vocabulary = self.vectoriser.vocabulary
-            names = [self.encoder.pair_names(job, p) for p in range(len(self.encoder.names))]
+            n = len(self.encoder.names)
+            names = [self.encoder.config_pair_names(job, p) for p in range(n)]
             repeats = any(len(set(each)) < len(each) for each in names)
             self._columns[job.key] = (
                 None
@@ -553,21 +577,26 @@ def training_rows(
         training.config * n + training.position, return_index=True, return_inverse=True
     )
     vocabulary: dict[str, int] = {}
-    # a pair's names depend on its job's key and position only: numbered when first seen
+    # a pair's names depend on its job's key, position and team only: numbered when first seen
     named: dict[tuple[tuple[str, str, str, str], int], np.ndarray] = {}
     columns: list[np.ndarray] = [np.empty(0, np.int32)] * len(pairs)
     values: list[np.ndarray] = [np.empty(0)] * len(pairs)
     for u in np.argsort(first, kind="stable").tolist():  # in the order pairs first appear
         config, position = divmod(int(pairs[u]), n)
         job = jobs[config]
+        # the team's one-hot comes first (FeatureEncoder.pair_names), and is numbered first
+        team = encoder.team_keys(job.team)[position] if job.team else None
+        team_column = None if team is None else vocabulary.setdefault(team, len(vocabulary))
         numbered = named.get((job.key, position))
         if numbered is None:
-            names = encoder.pair_names(job, position)
+            names = encoder.config_pair_names(job, position)
             if len(set(names)) < len(names):  # a dict keeps one of a repeated name: use them
                 return _dict_rows(training, encoder, jobs)
             numbered = named[(job.key, position)] = np.array(
                 [vocabulary.setdefault(name, len(vocabulary)) for name in names], np.int32
             )
+        if team_column is not None:
+            numbered = np.r_[np.int32(team_column), numbered]
         x = np.array(encoder.pair_values(job, position))
         nonzero = x != 0  # zeros stay implicit, as in river's updates
         columns[u], values[u] = numbered[nonzero], x[nonzero]

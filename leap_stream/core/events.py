@@ -80,6 +80,7 @@ JOB_CONFIG_FIELDS = (
     "pipeline_parallel",
     "micro_batches",
     "flops_per_sample",
+    "team",
 )
 
 

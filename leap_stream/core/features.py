@@ -47,6 +47,7 @@ __all__ = [
     "ASSUMED_MFU",
     "ONEHOT_VALUES",
     "PAIR_TYPE_SLOPES",
+    "TEAM_ONEHOT_VALUE",
     "TYPE_SLOPES",
     "FeatureEncoder",
     "JobFeatures",
@@ -84,10 +85,17 @@ _OFFSETS = np.array(COMMUNICATION_OFFSETS)[:, None]
 # mostly a vendor's (CUDA, ROCm, XLA). 0.8 / 0.35 measured against 1 / none, 0.7 / 0.35 to 0.5,
 # 0.6 / 0.35, 0.5 / 0.5 to 0.7 and 1 / 0.2 to 1 on both 60-day fleets (docs/results.md).
 ONEHOT_VALUES = (0.35, 0.35, 0.35, 1.0, 1.0, 0.8, 0.35)
+# One more one-hot, the submitting team's per vendor, when the submission says its ``team``: a
+# team's containers, library pins and compiler flags make it a better or worse user of a vendor's
+# parts, which every job of the team shares and no other job does. Small, so that it takes a
+# team's lasting lead or lag on a vendor and not each lineage's own noise: a lineage's later
+# attempts are predicted from its offset to the model at its last one, which a fast-moving term
+# makes stale. 0.15 measured best of 0.1 to 0.6 on both 60-day fleets (docs/results.md).
+TEAM_ONEHOT_VALUE = 0.15
 # What encoding a JobSubmitted record reads, in the order of the key its JobFeatures are cached by.
 _JOB_FIELDS = ("model_family", "model_type", "precision", "framework", "param_count",
                "global_batch_size", "seq_len", "num_devices", "tensor_parallel",
-               "pipeline_parallel", "micro_batches", "flops_per_sample")  # fmt: skip
+               "pipeline_parallel", "micro_batches", "flops_per_sample", "team")  # fmt: skip
 _job_key = operator.itemgetter(*_JOB_FIELDS)
 # Entries per generation of the recent-jobs caches (see RecentCache): a submission's own job is
 # encoded again at its completion and as its lineage's reference, seconds to days later.
@@ -139,6 +147,9 @@ class JobFeatures:
     # share of its time a pipeline stage computes)
     log_scale: float
     log_comm_over_work: float  # log(all-reduce bytes per device / FLOPs per device per step)
+    # who submitted it ("" when not said): not in ``key``, so that what is cached per
+    # configuration is not multiplied by the teams that run it
+    team: str = ""
 
     @property
     def shared(self) -> dict[str, float]:
@@ -181,12 +192,13 @@ class FeatureEncoder:
         self._onehot_cache: dict[tuple[str, str, str, str], list[tuple[str, ...]]] = {}
         self._numeric_cache: dict[tuple[int, int], np.ndarray] = {}
         self._pair_cache: dict[tuple[tuple[str, str, str, str], int], tuple[str, ...]] = {}
+        self._team_cache: dict[str, list[str]] = {}
         self._name_cache: dict[
             tuple[str, str, str, str], tuple[tuple[str, ...], tuple[str, ...]]
         ] = {}
         self._start_recent()
 
-    _CACHES = ("_onehot_cache", "_numeric_cache", "_pair_cache", "_name_cache")
+    _CACHES = ("_onehot_cache", "_numeric_cache", "_pair_cache", "_name_cache", "_team_cache")
     _RECENT = ("_job_cache", "_numeric_by_job")
 
     def _start_recent(self) -> None:
@@ -208,6 +220,7 @@ class FeatureEncoder:
         self.__dict__.setdefault("without", frozenset())
         self.__dict__.setdefault("devices_per_node", self.hw.devices_per_node)
         self.__dict__.setdefault("roofline", True)
+        self.__dict__.setdefault("_team_cache", {})  # from before teams were features
         self._start_recent()
 
     def _names(self, key: tuple[str, str, str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -309,6 +322,8 @@ class FeatureEncoder:
             log_devices=log_devices,
             log_scale=math.log(ASSUMED_MFU * devices * busy) - log_work,
             log_comm_over_work=log_comm_over_work,
+            # a team is a job x hardware term: none without the interactions
+            team="" if "interactions" in self.without else job.get("team") or "",
         )
 
     def onehot_keys(self, job: JobFeatures) -> list[tuple[str, ...]]:
@@ -338,6 +353,14 @@ class FeatureEncoder:
                 for h, v in zip(self.names, self.vendors, strict=True)
             ]
             self._onehot_cache[job.key] = keys
+        return keys
+
+    def team_keys(self, team: str) -> list[str]:
+        """Per hardware type (catalog order), the name of the one-hot of ``team`` on its vendor:
+        what a team's software stack makes of a vendor's parts, for every job of the team."""
+        keys = self._team_cache.get(team)
+        if keys is None:
+            keys = self._team_cache[team] = [f"vendor={v}|team={team}" for v in self.vendors]
         return keys
 
     def numeric(self, job: JobFeatures, positions: np.ndarray | None = None) -> np.ndarray:
@@ -413,7 +436,14 @@ class FeatureEncoder:
         return [f"hw={h}:log_devices" for h in self.names]
 
     def pair_names(self, job: JobFeatures, position: int) -> tuple[str, ...]:
-        """Feature names of one (job, hardware) pair: shared, one-hots, numeric, devices."""
+        """Feature names of one (job, hardware) pair: the team's one-hot (when the job says its
+        team), then :meth:`config_pair_names`."""
+        names = self.config_pair_names(job, position)
+        return (self.team_keys(job.team)[position], *names) if job.team else names
+
+    def config_pair_names(self, job: JobFeatures, position: int) -> tuple[str, ...]:
+        """The names a pair's features share with every team's submission of its configuration:
+        shared, one-hots, numeric, devices."""
         key = (job.key, position)
         names = self._pair_cache.get(key)
         if names is None:
@@ -434,6 +464,7 @@ class FeatureEncoder:
     def pair_values(self, job: JobFeatures, position: int) -> list[float]:
         """The values of :meth:`pair`, in the order of :meth:`pair_names`."""
         return [
+            *((TEAM_ONEHOT_VALUE,) if job.team else ()),
             *job.shared_values.tolist(),
             *ONEHOT_VALUES,
             *self.numeric(job)[:, position].tolist(),

@@ -38,6 +38,7 @@ from leap_stream.core.features import (
     NUMERIC_CACHE_SIZE,
     ONEHOT_VALUES,
     PAIR_TYPE_SLOPES,
+    TEAM_ONEHOT_VALUE,
     TYPE_SLOPES,
     FeatureEncoder,
     JobFeatures,
@@ -168,6 +169,7 @@ class ThroughputModel:
         self._g2[columns] = [optimizer.g2.get(name, 0.0) for name in weights]
         self._river_stale = False
         self._job_columns: dict[tuple[str, str, str, str], tuple[np.ndarray, ...]] = {}
+        self._team_columns: dict[str, np.ndarray] = {}  # per team: its one-hot's, per type
         # encoder.numeric with the type slopes clipped, by configuration and ranges
         self._clipped = RecentCache(NUMERIC_CACHE_SIZE)
         self._pair_columns: dict[
@@ -219,12 +221,19 @@ class ThroughputModel:
             )
         return columns
 
+    def _team_columns_of(self, team: str) -> np.ndarray:
+        """Per catalog type, the column of ``team``'s one-hot on its vendor."""
+        columns = self._team_columns.get(team)
+        if columns is None:
+            columns = self._team_columns[team] = self._columns(self.encoder.team_keys(team))
+        return columns
+
     def _pair_columns_of(
         self, job: JobFeatures, position: int
     ) -> tuple[np.ndarray, list[int] | None]:
-        """Columns of one pair's features in river's order (``FeatureEncoder.pair_names``), and
-        which of its values each takes (None: all, in order; else a repeated name keeps its first
-        place and last value, as in a dict)."""
+        """Columns of one pair's configuration features in river's order
+        (``FeatureEncoder.config_pair_names``), and which of its values each takes (None: all, in
+        order; else a repeated name keeps its first place and last value, as in a dict)."""
         key = (job.key, position)
         cached = self._pair_columns.get(key)
         if cached is None:
@@ -233,7 +242,7 @@ class ThroughputModel:
             columns = np.concatenate((shared, onehot[position], numeric, device))
             take = None
             if len(set(columns.tolist())) < len(columns):  # a name repeats (none does today)
-                names = self.encoder.pair_names(job, position)
+                names = self.encoder.config_pair_names(job, position)
                 last = {name: i for i, name in enumerate(names)}
                 first = list(dict.fromkeys(names))
                 take = [last[name] for name in first]
@@ -265,13 +274,16 @@ class ThroughputModel:
         """:meth:`predict_many` of every catalog type, computed afresh."""
         columns = self._job_columns.get(job.key)
         shared_columns, numeric_columns, onehot_columns = columns or self._columns_of(job)
-        mirror = self._mirror
+        team_columns = self._team_columns_of(job.team) if job.team else None
+        mirror = self._mirror  # (after the columns: a new name grows it)
         scalar = self._intercept + float(mirror[shared_columns] @ job.shared_values)
         # the sum in this order, in place (the baseline is a new array)
         log_throughput = self.encoder.baseline(job)
         log_throughput += mirror[numeric_columns] @ self._numeric(job, numeric_columns)
         # each row's six terms summed in order (np.add.reduce, no wrapper)
         log_throughput += np.add.reduce(mirror[onehot_columns] * _ONEHOT_VALUES, axis=1)
+        if team_columns is not None:  # (without one, the sums are those from before teams)
+            log_throughput += mirror[team_columns] * TEAM_ONEHOT_VALUE
         log_throughput += mirror[self._device_columns] * job.log_devices
         log_throughput += scalar
         return log_throughput
@@ -338,6 +350,10 @@ class ThroughputModel:
         pair = self._pair_columns.get((job.key, position))
         columns, take = pair or self._pair_columns_of(job, position)
         x = self.encoder.pair_values(job, position)
+        if job.team:  # the team's one-hot comes first (FeatureEncoder.pair_names)
+            team = self._team_columns_of(job.team)[position : position + 1]
+            columns = np.concatenate((team, columns))
+            take = None if take is None else [0, *(i + 1 for i in take)]
         slopes: list[tuple[int, float]] = []
         if take is None:  # (else the names repeat, and none does today)
             slopes = list(zip(columns[PAIR_TYPE_SLOPES].tolist(), x[PAIR_TYPE_SLOPES], strict=True))

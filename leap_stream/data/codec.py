@@ -57,7 +57,7 @@ _HEADER_SIZE = len(MARKER) + _FINGERPRINT_SIZE
 # schema's fingerprint, so the record's earlier versions (without the fields added since) stay
 # registered as writer schemas: their messages keep decoding, with defaults.
 ADDED_FIELDS: dict[str, tuple[str, ...]] = {
-    "leap.v1.JobSubmitted": ("micro_batches", "flops_per_sample"),
+    "leap.v1.JobSubmitted": ("micro_batches", "flops_per_sample", "team"),
     "leap.v1.JobCompleted": ("failure_reason",),
     "leap.v1.LearnExample": (
         "reference",
@@ -66,6 +66,7 @@ ADDED_FIELDS: dict[str, tuple[str, ...]] = {
         "job.micro_batches",
         "exact_references",
         "job.flops_per_sample",
+        "job.team",
     ),
     "leap.v1.ModelSnapshot": ("trained_until",),
 }

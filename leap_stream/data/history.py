@@ -23,7 +23,7 @@ the column; given a ``rejects`` list, the readers instead set every broken row a
 ...     "model_type": "gpt-1.3b", "model_family": "decoder", "framework": "pytorch",
 ...     "param_count": 1_300_000_000, "global_batch_size": 512, "seq_len": 2048,
 ...     "precision": "bf16", "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1,
-...     "micro_batches": None, "flops_per_sample": None, "requested_hardware": None,
+...     "micro_batches": None, "flops_per_sample": None, "team": None, "requested_hardware": None,
 ...     "candidate_hardware": ["h100-80g", "mi300x"]}
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     write_history([events_to_table([("submitted", submitted)])], f"{tmp}/history.csv")
@@ -89,6 +89,7 @@ _OPTIONAL_FIELDS = (
     pa.field("failure_reason", pa.string()),
     pa.field("micro_batches", pa.int32()),
     pa.field("flops_per_sample", pa.float64()),
+    pa.field("team", pa.string()),
 )
 OPTIONAL_COLUMNS: tuple[str, ...] = tuple(f.name for f in _OPTIONAL_FIELDS)
 HISTORY_FILE_SCHEMA: pa.Schema = pa.schema(
@@ -147,8 +148,8 @@ _POSITIVE = (
     "flops_per_sample",
     "throughput",
 )
-# Required on submitted rows; seq_len, requested_hardware, candidate_hardware, micro_batches and
-# flops_per_sample may be null there.
+# Required on submitted rows; seq_len, requested_hardware, candidate_hardware, micro_batches,
+# flops_per_sample and team may be null there.
 _SUBMITTED_REQUIRED = SUBMITTED_ONLY_COLUMNS
 _SUBMITTED_ONLY = (
     *SUBMITTED_ONLY_COLUMNS,
@@ -157,6 +158,7 @@ _SUBMITTED_ONLY = (
     "candidate_hardware",
     "micro_batches",
     "flops_per_sample",
+    "team",
 )
 # steps may be null on completed rows (an attempt whose step count was not recorded).
 _COMPLETED_REQUIRED = tuple(c for c in COMPLETED_ONLY_COLUMNS if c != "steps")
@@ -548,6 +550,9 @@ def _check_rows(batch: _Batch) -> None:
         batch.fail_where(
             pc.equal(reason, ""), "failure_reason", lambda _: "is empty; use null for no reason"
         )
+    team = batch.col("team")
+    if team.null_count < len(team):
+        batch.fail_where(pc.equal(team, ""), "team", lambda _: "is empty; use null when not known")
     _check_candidates(batch)
 
 

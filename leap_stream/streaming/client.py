@@ -219,8 +219,8 @@ class LeapClient(_ClosedOnExit):
         job
             A JobSubmitted record (``docs/events.md``). ``event_id`` (a new UUID) and
             ``event_time`` (now) are filled in when missing; fields with a default
-            (``seq_len``, ``micro_batches``, ``flops_per_sample``, ``requested_hardware``,
-            ``candidate_hardware``) may be left out.
+            (``seq_len``, ``micro_batches``, ``flops_per_sample``, ``team``,
+            ``requested_hardware``, ``candidate_hardware``) may be left out.
 
         Returns
         -------

@@ -36,6 +36,7 @@ def one_of_each() -> list[tuple[str, dict[str, Any]]]:
         "pipeline_parallel": 1,
         "micro_batches": None,
         "flops_per_sample": 1.72e14,
+        "team": "llm-pretraining",
         "requested_hardware": "H100-SXM",
         "candidate_hardware": ["H100-SXM", "MI300X", "TPU-v5p", "L4"],
     }

@@ -53,6 +53,13 @@ def _examples(encoder: FeatureEncoder, n: int, seed: int = 0) -> list[dict[str, 
     return out
 
 
+def _with_teams(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every fifth example's submission says its team."""
+    for example in examples[::5]:
+        example["job"] = {**example["job"], "team": "red"}
+    return examples
+
+
 def _predictions(model: Any, encoder: FeatureEncoder) -> np.ndarray:
     return np.array([model.predict_many(encoder.job(job)) for job in JOBS])
 
@@ -168,12 +175,13 @@ def test_boosted_model_learns_and_reads_like_a_throughput_model(encoder: Feature
 
 
 def test_every_type_rows_are_the_vectorised_pair_dicts(encoder: FeatureEncoder) -> None:
-    training = TrainingSet.from_examples(_examples(encoder, 300), encoder.hw.index)
+    training = TrainingSet.from_examples(_with_teams(_examples(encoder, 300)), encoder.hw.index)
     boosted = train_boosted(training, encoder, rounds=10)
     # a job the model never saw (its one-hots are not in the vocabulary) and a single device
-    # (a zero value, left implicit)
+    # (a zero value, left implicit); a team it learned and one it did not
     unseen = {**JOBS[0], "model_type": "never-seen", "num_devices": 1}
-    jobs = [encoder.job(job) for job in [*JOBS, unseen]]
+    teams = [{**JOBS[1], "team": "red"}, {**JOBS[2], "team": "new"}]
+    jobs = [encoder.job(job) for job in [*JOBS, unseen, *teams]]
     n = len(encoder.names)
     expected = boosted.vectoriser.rows(encoder.pair(job, p) for job in jobs for p in range(n))
     got = boosted.every_type_rows(jobs)
@@ -184,7 +192,7 @@ def test_every_type_rows_are_the_vectorised_pair_dicts(encoder: FeatureEncoder) 
 
 
 def test_training_rows_are_the_vectorised_pair_dicts(encoder: FeatureEncoder) -> None:
-    examples = _examples(encoder, 300)
+    examples = _with_teams(_examples(encoder, 300))
     for example in examples[::7]:  # single devices: a zero value, left implicit
         example["job"] = {**example["job"], "num_devices": 1}
     training = TrainingSet.from_examples(examples, encoder.hw.index)

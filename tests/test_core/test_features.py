@@ -10,7 +10,7 @@ import pytest
 
 from leap_stream.core import features
 from leap_stream.core.catalog import Catalog
-from leap_stream.core.features import ONEHOT_VALUES, FeatureEncoder, JobFeatures
+from leap_stream.core.features import ONEHOT_VALUES, TEAM_ONEHOT_VALUE, FeatureEncoder, JobFeatures
 from leap_stream.core.hardware import HardwareArrays
 
 JOB: dict[str, Any] = {
@@ -130,6 +130,23 @@ def test_pair_values_follow_pair_names(encoder: FeatureEncoder) -> None:
     assert pair["dense_llm:log_params"] == job.shared_values[4]
     numeric = encoder.numeric(job)[:, h100].tolist()
     assert [pair[name] for name in job.numeric_names] == numeric
+
+
+def test_a_team_said_is_a_one_hot_per_vendor_and_one_not_said_is_no_feature(
+    encoder: FeatureEncoder,
+) -> None:
+    mi300x = encoder.hw.index["MI300X"]
+    said_job, unsaid_job = encoder.job({**JOB, "team": "speech"}), encoder.job(JOB)
+    said, unsaid = encoder.pair(said_job, mi300x), encoder.pair(unsaid_job, mi300x)
+    assert said["vendor=AMD|team=speech"] == TEAM_ONEHOT_VALUE
+    assert not any("team=" in name for name in unsaid)
+    # the rest of the pair is the same, and so is what is cached per configuration
+    assert {n: v for n, v in said.items() if "team=" not in n} == unsaid
+    assert said_job.key == unsaid_job.key and said_job is not unsaid_job
+    # without the job x hardware terms a team is not one
+    ablated = FeatureEncoder(encoder.hw, frozenset({"interactions"}))
+    ablated_pair = ablated.pair(ablated.job({**JOB, "team": "speech"}), mi300x)
+    assert not any("team=" in name for name in ablated_pair)
 
 
 def test_a_pickled_encoder_drops_its_caches(encoder: FeatureEncoder) -> None:

@@ -197,7 +197,7 @@ def _river_learn(
 def _random_jobs(model: ThroughputModel, rng: np.random.Generator, n: int) -> list[JobFeatures]:
     """Varied jobs: families, types, precisions, sizes, parallelism (zero-valued features too:
     no sequence length, tensor/pipeline parallelism 1, 10^9 parameters), micro-batches known or
-    not (the baseline's pipeline fill)."""
+    not (the baseline's pipeline fill), the team said or not."""
     families = {"cnn": ["resnet-50", "vgg-16"], "dense_llm": ["llm-7b", "llm-70b"],
                 "encoder": ["bert-large"], "moe": ["mixtral-8x7b"]}  # fmt: skip
     jobs = []
@@ -214,6 +214,7 @@ def _random_jobs(model: ThroughputModel, rng: np.random.Generator, n: int) -> li
             "num_devices": devices, "tensor_parallel": int(rng.choice([1, 1, 2, 8])),
             "pipeline_parallel": int(rng.choice([1, 1, 4])),
             "micro_batches": [None, 1, 8][int(rng.integers(3))],
+            "team": [None, "red", "blue"][int(rng.integers(3))],
         }))  # fmt: skip
     return jobs
 
@@ -486,6 +487,40 @@ def test_a_model_types_measurements_carry_to_the_vendors_other_types(
     # without the vendor's one-hot per model type, nothing tells the two vendors apart
     _set_onehot_values(monkeypatch, (*features_module.ONEHOT_VALUES[:-1], 0.0))
     assert _vendor_gap(hw_catalog) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_teams_lead_on_a_vendor_carries_to_its_other_jobs_there_only(
+    model: ThroughputModel,
+) -> None:
+    # two teams run the same model type on the H100; one's stack is e^0.3 faster on NVIDIA
+    encoder = model.encoder
+    fast, plain = (encoder.job({**JOBS[0], "team": t}) for t in ("fast", "plain"))
+    h100 = encoder.hw.index["H100-SXM"]
+    for _ in range(300):
+        model.learn_one(fast, h100, 8.3)
+        model.learn_one(plain, h100, 8.0)
+    # another model type of each team, on a type neither ran on
+    other = {**JOBS[0], "model_type": "other"}
+    fast_other, plain_other = (encoder.job({**other, "team": t}) for t in ("fast", "plain"))
+    gap = model.predict_many(fast_other) - model.predict_many(plain_other)
+    a100, mi300x = (encoder.hw.index[h] for h in ("A100-SXM-80GB", "MI300X"))
+    assert gap[a100] > 0.05  # the team's NVIDIA stack
+    assert gap[mi300x] == 0.0  # nothing known of it on AMD
+    # a team never seen predicts as a job whose team is not said
+    unsaid = model.predict_many(encoder.job(other))
+    np.testing.assert_array_equal(unsaid, model.predict_many(encoder.job({**other, "team": "new"})))
+    _assert_batch_equals_river(model, fast_other)  # the team's one-hot included
+
+
+def test_teams_share_their_configurations_cached_columns(model: ThroughputModel) -> None:
+    encoder = model.encoder
+    for team in ("a", "b", "c", None):
+        job = encoder.job({**JOBS[0], "team": team})
+        model.learn_one(job, 0, 8.0)
+        model.predict_many(job)
+    # one configuration's columns, whatever the teams that submit it; one entry per team
+    assert len(model._job_columns) == 1 and len(model._pair_columns) == 1
+    assert sorted(model._team_columns) == ["a", "b", "c"]
 
 
 def _held_out_error(hw_catalog: Catalog, rounds: int = 600) -> float:

@@ -95,6 +95,7 @@ RECORDS: dict[str, dict[str, Any]] = {
         "pipeline_parallel": 2,
         "micro_batches": 16,
         "flops_per_sample": 2.1e14,
+        "team": "speech-research",
         "requested_hardware": "hw-03",
         "candidate_hardware": ["hw-00", "hw-01", "hw-03", "hw-07"],
     },
@@ -161,6 +162,7 @@ RECORDS: dict[str, dict[str, Any]] = {
             "pipeline_parallel": 1,
             "micro_batches": None,
             "flops_per_sample": None,
+            "team": "speech-research",
         },
         "hardware_type": "H100-SXM",
         "target": 4.3125,
@@ -181,6 +183,7 @@ RECORDS: dict[str, dict[str, Any]] = {
                 "pipeline_parallel": 4,
                 "micro_batches": 8,
                 "flops_per_sample": 1.72e14,
+                "team": None,
             },
         },
         "exact_references": [{"hardware_type": "MI250", "log_throughput": 3.875}],
@@ -401,22 +404,27 @@ def test_job_completed_bytes_from_before_failure_reason_still_decode(tmp_path: P
 def test_learn_example_bytes_from_before_exact_references_read_them_as_empty(
     tmp_path: Path,
 ) -> None:
-    # (the release before exact_references had no JobConfig.flops_per_sample either)
+    # (the release before exact_references had no JobConfig.flops_per_sample nor team either)
     v1 = _schema("LearnExample")
     v1["fields"] = [f for f in v1["fields"] if f["name"] != "exact_references"]
     job_config = next(f for f in v1["fields"] if f["name"] == "job")["type"]
-    job_config["fields"] = [f for f in job_config["fields"] if f["name"] != "flops_per_sample"]
+    later = ("flops_per_sample", "team")
+    job_config["fields"] = [f for f in job_config["fields"] if f["name"] not in later]
     record = {k: v for k, v in RECORDS["LearnExample"].items() if k != "exact_references"}
-    record = _example_without(record, ("flops_per_sample",))
+    record = _example_without(record, later)
     old_bytes = _release(tmp_path, v1).encode("LearnExample", record)
     assert old_bytes[:10] != encode("LearnExample", RECORDS["LearnExample"])[:10]
     decoded = decode(old_bytes)
     assert decoded["exact_references"] == []
-    assert decoded["job"] == {**record["job"], "flops_per_sample": None}
+    assert decoded["job"] == {**record["job"], "flops_per_sample": None, "team": None}
 
 
 # JobSubmitted's fields added since its first release (as JobConfig's), each with those after it
-JOB_FIELDS_ADDED = [("micro_batches", ("flops_per_sample",)), ("flops_per_sample", ())]
+JOB_FIELDS_ADDED = [
+    ("micro_batches", ("flops_per_sample", "team")),
+    ("flops_per_sample", ("team",)),
+    ("team", ()),
+]
 
 
 def _example_without(record: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
@@ -451,7 +459,7 @@ def test_learn_example_bytes_from_before_a_job_field_still_decode(
         assert decoded["job"][name] is None
         assert decoded["reference"]["job"][name] is None
     assert decoded["reference"]["job"]["pipeline_parallel"] == 4
-    if field == "flops_per_sample":
+    if field != "micro_batches":
         assert decoded["reference"]["job"]["micro_batches"] == 8
 
 

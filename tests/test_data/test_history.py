@@ -62,6 +62,7 @@ def _submitted(i: int, job: str, lineage: str, minutes: int, **overrides: Any) -
         "pipeline_parallel": 1,
         "micro_batches": None,
         "flops_per_sample": None,
+        "team": None,
         "requested_hardware": None,
         "candidate_hardware": ["h100-80g", "mi300x", "tpu-v5e"],
     }
@@ -151,6 +152,7 @@ EVENTS: list[tuple[str, dict[str, Any]]] = [
             pipeline_parallel=2,
             micro_batches=8,
             flops_per_sample=1.6e13,
+            team="vision",
         ),
     ),
 ]
@@ -401,6 +403,8 @@ def test_text_in_an_integer_column_of_csv(tmp_path: Path, table: pa.Table) -> No
         (6, "flops_per_sample", 0.0, "0.0 is not a positive"),
         (6, "flops_per_sample", float("inf"), "inf is not a positive (finite)"),
         (4, "flops_per_sample", 5e9, "5000000000.0 is set on a completed row"),
+        (4, "team", "vision", "'vision' is set on a completed row"),
+        (6, "team", "", "is empty; use null when not known"),
     ],
 )
 def test_each_rule_names_row_and_column(
@@ -507,21 +511,22 @@ def test_the_docs_csv_example_is_a_valid_history(tmp_path: Path) -> None:
     ]
 
 
-# ------------------------------------------------ failure_reason, micro_batches, flops_per_sample
+# ------------------------------------------ failure_reason, micro_batches, flops_per_sample, team
 
 
 def test_history_file_schema_is_the_core_schema_and_the_optional_columns() -> None:
-    assert OPTIONAL_COLUMNS == ("failure_reason", "micro_batches", "flops_per_sample")
+    assert OPTIONAL_COLUMNS == ("failure_reason", "micro_batches", "flops_per_sample", "team")
     assert HISTORY_FILE_SCHEMA.names == [*HISTORY_SCHEMA.names, *OPTIONAL_COLUMNS]
     assert HISTORY_FILE_SCHEMA.field("failure_reason").type == pa.string()
     assert HISTORY_FILE_SCHEMA.field("micro_batches").type == pa.int32()
     assert HISTORY_FILE_SCHEMA.field("flops_per_sample").type == pa.float64()
+    assert HISTORY_FILE_SCHEMA.field("team").type == pa.string()
     assert COMPLETED_FIELDS[-1] == "failure_reason"
-    assert {"micro_batches", "flops_per_sample"} <= set(SUBMITTED_FIELDS)
+    assert {"micro_batches", "flops_per_sample", "team"} <= set(SUBMITTED_FIELDS)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("column", ["failure_reason", "micro_batches", "flops_per_sample"])
+@pytest.mark.parametrize("column", OPTIONAL_COLUMNS)
 def test_a_history_from_before_an_optional_column_still_reads(
     tmp_path: Path, table: pa.Table, fmt: str, column: str
 ) -> None:
@@ -550,7 +555,7 @@ def test_a_history_from_before_an_optional_column_still_reads(
     assert pq.read_schema(converted).names == HISTORY_FILE_SCHEMA.names
 
 
-@pytest.mark.parametrize("column", ["failure_reason", "micro_batches", "flops_per_sample"])
+@pytest.mark.parametrize("column", OPTIONAL_COLUMNS)
 def test_old_records_without_an_optional_column_are_valid_events(
     table: pa.Table, column: str
 ) -> None:

@@ -429,6 +429,7 @@ def _draw_day(fleet: _Fleet, day: int, next_lineage: int, next_job: int) -> _Att
     cols = {
         "lineage": lineage_number,
         "model": model_a,
+        "team": team[lin],
         "framework": framework[lin],
         "precision": precision[lin],
         "seq_len": seq_len[lin],
@@ -558,6 +559,8 @@ class _Writer:
                 "micro_batches": pa.nulls(len(is_sub), pa.int32()),
                 # not said: the ground truth's FLOPs are the default rule's, 6 x P x seq
                 "flops_per_sample": pa.nulls(len(is_sub), pa.float64()),
+                # said, as a scheduler knows whose job it is; the team's stack stays hidden
+                "team": on(is_sub, _ids("team-", both["team"], 3)),
             },
             schema=HISTORY_FILE_SCHEMA,
         )

@@ -126,6 +126,14 @@ def test_lineages_retry_fail_get_preempted_and_move(fleet: Fleet) -> None:
     assert (batches > 1).sum() > 100
 
 
+def test_a_submission_says_its_lineages_team(fleet: Fleet) -> None:
+    # as a scheduler knows whose job it is; what the team's stack is worth stays hidden
+    assert fleet.submitted.team.str.fullmatch(r"team-\d{3}").all()
+    assert fleet.completed.team.isna().all()
+    assert (fleet.submitted.groupby("lineage_id").team.nunique() == 1).all()
+    assert fleet.submitted.team.nunique() > 100
+
+
 def test_a_hardware_type_first_appears_mid_trace(fleet: Fleet) -> None:
     start = fleet.stats.start
     catalog = default_catalog()

@@ -73,6 +73,7 @@ CONFIG_FIELDS = (
     "pipeline_parallel",
     "micro_batches",
     "flops_per_sample",
+    "team",  # not a configuration, but the model's prediction of one reads it
 )
 # Shrinkage (pseudo-observations of residual zero): the ratio of measurement noise to the spread
 # of true offsets. Small on the same hardware (a repeat measures almost the same thing), larger

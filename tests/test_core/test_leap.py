@@ -27,6 +27,7 @@ from leap_stream.core.inputs import INPUT_GROUPS
 from leap_stream.core.intervals import ConformalIntervals
 from leap_stream.core.priors import (
     PAIR_COMPLETIONS_HALVING,
+    SHRINK_SAME_HARDWARE,
     SINGLE_TYPE_OFFSET_KEPT,
     config_signature,
     lineage_offset,
@@ -299,6 +300,36 @@ def test_the_model_learns_part_of_a_lineages_offset_until_it_or_the_model_knows_
     )
     assert shares[1] < shares[0] < 1.0
     assert core.pair_counts == {("resnet-50", "H100-SXM"): 2, ("resnet-50", "MI300X"): 2}
+
+
+def test_a_teams_lineage_is_predicted_against_the_model_with_its_team(
+    hw_catalog: Catalog,
+) -> None:
+    core = LeapCore(hw_catalog)
+    # the team's jobs run three times as fast on the H100 as another team's: a team term
+    for i in range(200):
+        team, throughput = ("fast", 3_000.0) if i % 2 else ("plain", 1_000.0)
+        core.on_submitted(_sub(f"t{i}", f"T{i}", i, team=team))
+        core.on_completed(_done(f"t{i}", f"T{i}", i + 0.5, "H100-SXM", throughput))
+    # a lineage of the team runs one configuration, then submits a changed one
+    core.on_submitted(_sub("a", "L1", 250, team="fast"))
+    core.on_completed(_done("a", "L1", 250.5, "H100-SXM", 2_800.0))
+    changed = _sub("b", "L1", 251, team="fast", global_batch_size=1024)
+    predicted, source = _at(core.on_submitted(changed), "H100-SXM")
+
+    def model(event: dict[str, Any]) -> float:
+        job = core.model.encoder.job(event)
+        return float(core.model.predict_many(job, np.array([core.hw.index["H100-SXM"]]))[0])
+
+    team_term = model(changed) - model({**changed, "team": None})
+    assert team_term > 0.05  # learned, so that counting it twice would show
+    # the lineage's latest residual is its measurement against the same model, its team's
+    # term included: the team is counted once
+    residual = math.log(2_800.0) - model(_sub("a", "L1", 250, team="fast"))
+    assert source == "lineage_prior"
+    assert math.log(predicted) == pytest.approx(
+        model(changed) + residual / (1.0 + SHRINK_SAME_HARDWARE)
+    )
 
 
 def test_a_completion_is_scored_against_its_own_candidates_prediction(

@@ -211,14 +211,18 @@ def test_the_latest_attempt_keeps_its_configuration_for_a_fresh_residual() -> No
 @pytest.mark.parametrize(
     ("written_before", "unknown"),
     [
-        ("flops_per_sample", ("flops_per_sample",)),
-        ("micro_batches", ("micro_batches", "flops_per_sample")),
+        ("team", ("team",)),
+        ("flops_per_sample", ("flops_per_sample", "team")),
+        ("micro_batches", ("micro_batches", "flops_per_sample", "team")),
     ],
 )
 def test_a_state_from_before_a_field_reads_it_and_later_ones_as_unknown(
     written_before: str, unknown: tuple[str, ...]
 ) -> None:
-    job = {**submitted_event("j1", "l1", hours(0)), "micro_batches": 4, "flops_per_sample": 1e12}
+    job = {
+        **submitted_event("j1", "l1", hours(0)),
+        **{"micro_batches": 4, "flops_per_sample": 1e12, "team": "speech"},
+    }
     state = update_prior(
         None, "MI300X", SIG, log_throughput=5.0, residual=0.4, time_ms=0.0, config=job
     )

@@ -87,11 +87,11 @@ _OFFSETS = np.array(COMMUNICATION_OFFSETS)[:, None]
 ONEHOT_VALUES = (0.35, 0.35, 0.35, 1.0, 1.0, 0.8, 0.35)
 # One more one-hot, the submitting team's per vendor, when the submission says its ``team``: a
 # team's containers, library pins and compiler flags make it a better or worse user of a vendor's
-# parts, which every job of the team shares and no other job does. Small, so that it takes a
-# team's lasting lead or lag on a vendor and not each lineage's own noise: a lineage's later
-# attempts are predicted from its offset to the model at its last one, which a fast-moving term
-# makes stale. 0.15 measured best of 0.1 to 0.6 on both 60-day fleets (docs/results.md).
-TEAM_ONEHOT_VALUE = 0.15
+# parts, which every job of the team shares and no other job does. Below the configuration's
+# one-hots, so that it takes a team's lasting lead or lag on a vendor and not each lineage's own
+# noise. 0.35 measured best of 0.15 to 0.7 on both 60-day fleets (docs/results.md), once a
+# lineage's latest residual was taken against the model with its team.
+TEAM_ONEHOT_VALUE = 0.35
 # What encoding a JobSubmitted record reads, in the order of the key its JobFeatures are cached by.
 _JOB_FIELDS = ("model_family", "model_type", "precision", "framework", "param_count",
                "global_batch_size", "seq_len", "num_devices", "tensor_parallel",

@@ -14,7 +14,7 @@ matrix units):
   with ``tau`` uniform in ``DEFICIT_DAYS`` days after launch, a rate of its own per type.
 - **Team software stacks**: each team's containers, compiler flags and library pins make it a
   log-normal (sigma ``TEAM_STACK_SIGMA``) better or worse user of each vendor; the submission
-  does not name the team.
+  names its team, as a scheduler knows whose job it is, not what its stack is worth.
 
 >>> from leap_stream.core.catalog import default_catalog
 >>> hw = HardwareArrays.from_catalog(default_catalog())

@@ -312,7 +312,8 @@ def test_a_teams_lineage_is_predicted_against_the_model_with_its_team(
         core.on_submitted(_sub(f"t{i}", f"T{i}", i, team=team))
         core.on_completed(_done(f"t{i}", f"T{i}", i + 0.5, "H100-SXM", throughput))
     # a lineage of the team runs one configuration, then submits a changed one
-    core.on_submitted(_sub("a", "L1", 250, team="fast"))
+    first = _sub("a", "L1", 250, team="fast")
+    core.on_submitted(first)
     core.on_completed(_done("a", "L1", 250.5, "H100-SXM", 2_800.0))
     changed = _sub("b", "L1", 251, team="fast", global_batch_size=1024)
     predicted, source = _at(core.on_submitted(changed), "H100-SXM")
@@ -325,7 +326,7 @@ def test_a_teams_lineage_is_predicted_against_the_model_with_its_team(
     assert team_term > 0.05  # learned, so that counting it twice would show
     # the lineage's latest residual is its measurement against the same model, its team's
     # term included: the team is counted once
-    residual = math.log(2_800.0) - model(_sub("a", "L1", 250, team="fast"))
+    residual = math.log(2_800.0) - model(first)
     assert source == "lineage_prior"
     assert math.log(predicted) == pytest.approx(
         model(changed) + residual / (1.0 + SHRINK_SAME_HARDWARE)

@@ -416,16 +416,19 @@ def _nightly_options(
     train_days: float | None,
     fast_forward: bool,
     workers: int | None,
+    spare_workers: int | None = None,
 ) -> Any:
     """replay --nightly's options."""
     from leap_stream.backtest.nightly import NightlyOptions
 
+    spare = {} if spare_workers is None else {"spare_workers": spare_workers}
     return NightlyOptions(
         nights=nights,
         warmup=warmup,
         train_days=train_days,
         fast_forward=fast_forward,
         workers=workers,
+        **spare,
     )
 
 
@@ -644,6 +647,15 @@ def replay_command(
             "pass 1).",
         ),
     ] = None,
+    spare_workers: Annotated[
+        int | None,
+        typer.Option(
+            "--spare-workers",
+            min=0,
+            help="With --nightly: more processes training the nights at the lowest CPU "
+            "priority, on what the replay and the other workers leave idle (default: 1).",
+        ),
+    ] = None,
     pick_feedback: Annotated[
         bool,
         typer.Option(
@@ -684,10 +696,11 @@ def replay_command(
     elif unknown := [name for name in held if name not in resolved.names]:
         problem = f"--holdout-hardware: not in the catalog: {', '.join(unknown)}"
     elif not nightly and (
-        (nights, warmup_nights, train_days, workers) != (None,) * 4 or fast_forward
+        (nights, warmup_nights, train_days, workers, spare_workers) != (None,) * 5 or fast_forward
     ):
         problem = (
-            "--nights, --warmup-nights, --train-days, --workers and --fast-forward need --nightly"
+            "--nights, --warmup-nights, --train-days, --workers, --spare-workers and "
+            "--fast-forward need --nightly"
         )
     elif nightly and (held or via_kafka is not None):
         problem = "--nightly needs the in-process core learning every completion"
@@ -716,7 +729,9 @@ def replay_command(
         held,
         holdout_first,
         lineage_half_life,
-        _nightly_options(nights or NIGHTS, warmup_nights, train_days, fast_forward, workers)
+        _nightly_options(
+            nights or NIGHTS, warmup_nights, train_days, fast_forward, workers, spare_workers
+        )
         if nightly
         else None,
         pick_feedback,

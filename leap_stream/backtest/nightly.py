@@ -77,6 +77,7 @@ __all__ = [
     "NightlyOptions",
     "NightlyRun",
     "machine_cores",
+    "night_pool",
     "nightly_figures",
     "plan_cutoffs",
     "pool_workers",
@@ -112,6 +113,7 @@ def pool_workers() -> int:
     days, and waits for nothing but the night it reaches): a core of its own ends the run
     sooner than a pool as wide as the machine, whose workers would share it. On the six-month
     fleet's 30 nights (2 cores), one worker: 58 min 25 s; two: 1 h 9 min (docs/nightly.md).
+    The spare workers (:class:`NightlyOptions`) come on top, at the lowest priority.
     """
     return max(machine_cores() - 1, 1)
 
@@ -129,6 +131,10 @@ class NightlyOptions:
     workers
         Processes training nights (None: :func:`pool_workers`, the machine's cores but
         one; 0: in this process, no pool).
+    spare_workers
+        More processes training nights at the lowest CPU priority (``nice`` 19, where the
+        system has it): they run on what the replay proper and the other workers leave idle,
+        above all while the replay waits for a night (ignored with ``workers=0``).
     rule, initial
         The champion/challenger rule and the model serving before any night was scored.
     warmup
@@ -154,6 +160,7 @@ class NightlyOptions:
     nights: int = 30
     passes: int = RIVER_PASSES
     workers: int | None = None
+    spare_workers: int = 1
     rule: PromotionRule = field(default_factory=PromotionRule)
     initial: str = ENSEMBLE
     warmup: int | None = None
@@ -292,6 +299,33 @@ def train_night(task: NightTask) -> NightResult:
     )
 
 
+def night_pool(workers: int, spare_workers: int) -> ProcessPoolExecutor:
+    """The process pool nights train in: ``workers`` processes, then ``spare_workers`` more at
+    the lowest CPU priority (spawned, not forked: the replay's process has threads)."""
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(
+        workers + spare_workers,
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(context.Value("i", 0), workers),
+    )
+
+
+def _start_worker(started: Any, full_priority: int) -> None:
+    """A pool process's start: the collector tuned for long runs; the ``full_priority``
+    first to start keep the CPU priority they were born with, the rest (the spare workers)
+    take the lowest.
+
+    Whichever worker holds the night the replay waits for runs then on the replay's core.
+    """
+    tune_gc()
+    with started.get_lock():
+        rank = started.value
+        started.value += 1
+    if rank >= full_priority and hasattr(os, "nice"):
+        os.nice(19)
+
+
 # -- pass 1: the snapshots, in a process of its own -------------------------------------------
 
 
@@ -418,6 +452,9 @@ class NightlyRun:
         self.cutoff_ms = [c.timestamp() * 1000.0 for c in self.cutoffs]
         workers = pool_workers() if options.workers is None else options.workers
         self.workers = min(workers, len(self.cutoffs))
+        self.spare_workers = min(options.spare_workers, len(self.cutoffs) - self.workers)
+        if self.workers == 0:
+            self.spare_workers = 0
         self._work = tempfile.TemporaryDirectory(prefix="leap-nightly-")
         self._executor: Any = None
         self.futures: list[Future | None] = [None] * len(self.cutoffs)
@@ -468,7 +505,7 @@ class NightlyRun:
                 task.run(self._hear)
             return
         context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
-        self._executor = ProcessPoolExecutor(self.workers, mp_context=context, initializer=tune_gc)
+        self._executor = night_pool(self.workers, self.spare_workers)
         messages = context.Queue()
         self._pass = context.Process(target=_run_pass, args=(task, messages), daemon=True)
         self._pass.start()
@@ -583,6 +620,7 @@ class NightlyRun:
             "boosted_rounds": self.options.boosted_rounds,
             "train_days": self.options.train_days,
             "workers": self.workers,
+            "spare_workers": self.spare_workers,
             "seconds": {
                 "total": round(time.perf_counter() - self.began, 1),
                 **{k: round(v, 1) for k, v in self.seconds.items()},

@@ -7,6 +7,8 @@ the command line runs the same through the process pool and must give the same t
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import pickle
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -30,6 +32,7 @@ from leap_stream.backtest.nightly import (
     NightlyRun,
     NightTask,
     machine_cores,
+    night_pool,
     nightly_figures,
     plan_cutoffs,
     pool_workers,
@@ -351,8 +354,25 @@ def test_the_pool_leaves_the_replay_a_core_of_its_own(
     assert pool_workers() == expected
 
 
+def _niceness_once_both_started(started: Any) -> int:
+    started.wait(timeout=120)  # each of the two tasks holds a worker of its own
+    return os.nice(0)
+
+
+@pytest.mark.skipif(not hasattr(os, "nice"), reason="no process priorities here")
+def test_spare_workers_train_at_the_lowest_priority() -> None:
+    spawn = multiprocessing.get_context("spawn")
+    with spawn.Manager() as manager, night_pool(1, 1) as pool:
+        started = manager.Barrier(2)
+        tasks = [pool.submit(_niceness_once_both_started, started) for _ in range(2)]
+        niceness = sorted(task.result(timeout=180) for task in tasks)
+    mine = os.nice(0)
+    assert niceness == [mine, min(mine + 19, 19)]
+
+
 NEED_NIGHTLY = (
-    "--nights, --warmup-nights, --train-days, --workers and --fast-forward need --nightly"
+    "--nights, --warmup-nights, --train-days, --workers, --spare-workers and --fast-forward "
+    "need --nightly"
 )
 
 
@@ -364,6 +384,7 @@ NEED_NIGHTLY = (
         (["--train-days", "7"], NEED_NIGHTLY),
         (["--fast-forward"], NEED_NIGHTLY),
         (["--workers", "1"], NEED_NIGHTLY),
+        (["--spare-workers", "0"], NEED_NIGHTLY),
         (["--nightly", "--holdout-hardware", "H100-SXM"], "--nightly needs the in-process core"),
     ],
 )

@@ -172,6 +172,8 @@ class NightlyOptions:
     def __post_init__(self) -> None:
         if self.nights < 1:
             raise ValueError(f"nights must be >= 1, got {self.nights}")
+        if self.spare_workers < 0:
+            raise ValueError(f"spare_workers must be >= 0, got {self.spare_workers}")
         if self.train_days is not None and not self.train_days > 0:
             raise ValueError(f"train_days must be > 0, got {self.train_days}")
         if self.initial not in CANDIDATES:
@@ -314,9 +316,8 @@ def night_pool(workers: int, spare_workers: int) -> ProcessPoolExecutor:
 def _start_worker(started: Any, full_priority: int) -> None:
     """A pool process's start: the collector tuned for long runs; the ``full_priority``
     first to start keep the CPU priority they were born with, the rest (the spare workers)
-    take the lowest.
-
-    Whichever worker holds the night the replay waits for runs then on the replay's core.
+    take the lowest: while the replay proper ranks they get what its core leaves, and while it
+    waits for a night, the core.
     """
     tune_gc()
     with started.get_lock():
@@ -452,9 +453,8 @@ class NightlyRun:
         self.cutoff_ms = [c.timestamp() * 1000.0 for c in self.cutoffs]
         workers = pool_workers() if options.workers is None else options.workers
         self.workers = min(workers, len(self.cutoffs))
-        self.spare_workers = min(options.spare_workers, len(self.cutoffs) - self.workers)
-        if self.workers == 0:
-            self.spare_workers = 0
+        spare = min(options.spare_workers, len(self.cutoffs) - self.workers)
+        self.spare_workers = spare if self.workers else 0
         self._work = tempfile.TemporaryDirectory(prefix="leap-nightly-")
         self._executor: Any = None
         self.futures: list[Future | None] = [None] * len(self.cutoffs)

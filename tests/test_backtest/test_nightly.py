@@ -368,6 +368,8 @@ def test_spare_workers_train_at_the_lowest_priority() -> None:
         niceness = sorted(task.result(timeout=180) for task in tasks)
     mine = os.nice(0)
     assert niceness == [mine, min(mine + 19, 19)]
+    with pytest.raises(ValueError, match="spare_workers must be >= 0"):
+        NightlyOptions(spare_workers=-1)
 
 
 NEED_NIGHTLY = (

@@ -191,6 +191,26 @@ def test_every_type_rows_are_the_vectorised_pair_dicts(encoder: FeatureEncoder) 
         np.testing.assert_array_equal(getattr(got, attribute), getattr(expected, attribute))
 
 
+def test_a_team_is_predicted_again_only_where_a_tree_reads_it(encoder: FeatureEncoder) -> None:
+    examples = _with_teams(_examples(encoder, 1500))
+    vendor = dict(zip(encoder.names, encoder.vendors, strict=True))
+    for example in examples[::5]:  # the red team's stack is slow on one vendor's parts
+        if vendor[example["hardware_type"]] == vendor[examples[0]["hardware_type"]]:
+            example["target"] -= 0.5
+    boosted = train_boosted(TrainingSet.from_examples(examples, encoder.hw.index), encoder)
+    split_on = boosted.booster.feature_importance("split")[boosted._team_columns("red")]
+    assert split_on.max() > 0 and split_on.min() == 0  # read on some types, not on others
+    teams = [{**job, "team": team} for job in JOBS for team in ("red", "new", None)]
+    jobs = [encoder.job(job) for job in teams]
+    n = len(encoder.names)
+    every_row = boosted.booster.predict(boosted.every_type_rows(jobs)).reshape(len(jobs), n)
+    np.testing.assert_array_equal(boosted._every_type(jobs), every_row)
+    boosted.prime(jobs)
+    red, new, bare = (boosted.predict_many(job) for job in jobs[:3])
+    assert not np.array_equal(red, bare)
+    np.testing.assert_array_equal(new, bare)  # a team no tree knows
+
+
 def test_training_rows_are_the_vectorised_pair_dicts(encoder: FeatureEncoder) -> None:
     examples = _with_teams(_examples(encoder, 300))
     for example in examples[::7]:  # single devices: a zero value, left implicit

@@ -420,7 +420,8 @@ class BoostedModel:
 
     @staticmethod
     def _key(job: JobFeatures) -> tuple[Any, ...]:
-        # everything a pair's features are computed from (see FeatureEncoder.pair)
+        # everything a pair's features are computed from (see FeatureEncoder.pair); the team
+        # last, for _every_type to leave out
         return (
             job.key, job.shared_values.tobytes(), job.num_devices, job.log_comm_over_work,
             job.log_scale, job.team,

@@ -368,6 +368,9 @@ def test_spare_workers_train_at_the_lowest_priority() -> None:
         niceness = sorted(task.result(timeout=180) for task in tasks)
     mine = os.nice(0)
     assert niceness == [mine, min(mine + 19, 19)]
+
+
+def test_a_negative_count_of_spare_workers_is_refused() -> None:
     with pytest.raises(ValueError, match="spare_workers must be >= 0"):
         NightlyOptions(spare_workers=-1)
 

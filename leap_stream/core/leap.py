@@ -110,11 +110,18 @@ MAX_OOM_RISK = 0.99
 # of top-1 regret, no limit 0.4; on NeuSight's rows (a sweep of types within hours) the extra
 # ratios cut the leave-one-out MAPE from 12.6% to 8.1% (docs/results.md).
 EXACT_REFERENCE_MAX_AGE_MS = 6 * 3_600_000.0
-# Every completion is learned a second time this many completions after the first: a second
-# pass over the data, as a batch trainer's second epoch, without revisiting early examples more
-# often than later ones (a random replay buffer does, and over-fits the first days). 10,000
-# measured best of 0, 2,000, 10,000 and 30,000 on a 60-day fleet (docs/results.md).
+# Every completion is learned a second time some completions after the first: a second pass
+# over the data, as a batch trainer's second epoch, without revisiting early examples more
+# often than later ones (a random replay buffer does, and over-fits the first days). The delay
+# is a quarter of the completions learned so far, within [SECOND_PASS_MIN_DELAY,
+# SECOND_PASS_DELAY]: a young model takes its second pass within hours, when it learns most
+# from it, and a grown one 10,000 completions later (measured best of 0, 2,000, 10,000 and
+# 30,000 on a 60-day fleet). Growing from 1,000 cut the 60-day fleets' top-1 regret by 0.1 to
+# 0.3 points; from 200, it also cost MLPerf's rounds 4 to 6 points, where a few hundred results
+# learned twice over-fit (docs/results.md).
 SECOND_PASS_DELAY = 10_000
+SECOND_PASS_MIN_DELAY = 1_000
+SECOND_PASS_DELAY_SHARE = 4
 # A lineage idle this many half-lives may be forgotten (its per-hardware residuals weigh
 # 2^-(60/14) ~ 5% of their first value by then), once more than MIN_LINEAGES_KEPT are held.
 IDLE_HALF_LIVES = 60.0 / HALF_LIFE_DAYS
@@ -170,6 +177,7 @@ class LeapCore:
         lineage_half_life_days: float = HALF_LIFE_DAYS,
         without: Collection[str] = (),
         second_pass_delay: int = SECOND_PASS_DELAY,
+        second_pass_min_delay: int = SECOND_PASS_MIN_DELAY,
     ) -> None:
         if not lineage_half_life_days > 0:
             raise ValueError(f"lineage_half_life_days must be > 0, not {lineage_half_life_days}")
@@ -196,7 +204,8 @@ class LeapCore:
         # completions learned per (model type, hardware type): how well the model knows a pair
         self.pair_counts: dict[tuple[str, str], int] = {}
         # learned once, awaiting their second pass: (JOB_CONFIG_FIELDS values, position, target)
-        self.second_pass_delay = second_pass_delay
+        self.second_pass_delay = second_pass_delay  # the longest delay (0: no second pass)
+        self.second_pass_min_delay = second_pass_min_delay
         self.second_pass: deque[tuple[tuple[Any, ...], int, float]] = deque()
         self.unmatched_completions = 0
         self._model_version: str | None = None  # set on the rankers of with_model
@@ -672,16 +681,24 @@ class LeapCore:
         self._learn_again(example["job"], position, example["target"])
 
     def _learn_again(self, config: Mapping[str, Any], position: int, target: float) -> None:
-        """Queue an example for its second pass; learn the one ``second_pass_delay`` back."""
+        """Queue an example for its second pass; learn the one :meth:`second_pass_due` back."""
         if self.second_pass_delay <= 0:
             return
         queue = self.second_pass
         queue.append((tuple(config.get(name) for name in JOB_CONFIG_FIELDS), position, target))
-        if len(queue) > self.second_pass_delay:
+        if len(queue) > self.second_pass_due():
             values, position, target = queue.popleft()
             # (a snapshot from before micro_batches queued one value fewer: read as unknown)
             job = self.model.encoder.job(dict(zip_longest(JOB_CONFIG_FIELDS, values)))
             self.model.learn_one(job, position, target, count=False)
+
+    def second_pass_due(self) -> int:
+        """How many completions after its first pass an example is learned again: a share of
+        what the model has learned, within ``second_pass_min_delay`` and ``second_pass_delay``
+        (a function of the examples learned, so a fold of the same log takes the same passes).
+        """
+        grown = max(self.second_pass_min_delay, self.model.learned // SECOND_PASS_DELAY_SHARE)
+        return min(self.second_pass_delay, grown)
 
     def _learn_ratio(
         self, example: LearnExample, job: JobFeatures, position: int, reference: dict[str, Any]

@@ -457,6 +457,19 @@ def test_each_completion_is_learned_again_second_pass_delay_completions_later(
     )
 
 
+def test_a_young_model_takes_its_second_pass_sooner(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog, second_pass_delay=3, second_pass_min_delay=1)
+    waiting = []
+    for i in range(16):
+        core.on_submitted(_sub(f"a{i}", f"lin{i % 2}", i))
+        done = _done(f"a{i}", f"lin{i % 2}", i + 0.5, TWO[i % 2], 100.0 * (i + 1))
+        assert core.on_completed(done)
+        waiting.append(len(core.second_pass))
+    # the delay is a quarter of the completions learned, at least 1 and at most 3
+    assert waiting == [1] * 7 + [2] * 4 + [3] * 5
+    assert core.model.learned == 16
+
+
 def test_a_remembered_submission_teaches_what_a_ranked_one_does_but_the_intervals(
     hw_catalog: Catalog,
 ) -> None:

@@ -116,9 +116,9 @@ EXACT_REFERENCE_MAX_AGE_MS = 6 * 3_600_000.0
 # is a quarter of the completions learned so far, within [SECOND_PASS_MIN_DELAY,
 # SECOND_PASS_DELAY]: a young model takes its second pass within hours, when it learns most
 # from it, and a grown one 10,000 completions later (measured best of 0, 2,000, 10,000 and
-# 30,000 on a 60-day fleet). Growing from 1,000 cut the 60-day fleets' top-1 regret by 0.1 to
-# 0.3 points; from 200, it also cost MLPerf's rounds 4 to 6 points, where a few hundred results
-# learned twice over-fit (docs/results.md).
+# 30,000 on a 60-day fleet). Growing from 1,000 cut the 60-day fleets' top-1 regret by 0.05 and
+# 0.19 points; from 200 by 0.13 and 0.28, but it cost MLPerf's rounds 4 to 6 points, where a few
+# hundred results learned twice over-fit (docs/results.md).
 SECOND_PASS_DELAY = 10_000
 SECOND_PASS_MIN_DELAY = 1_000
 SECOND_PASS_DELAY_SHARE = 4

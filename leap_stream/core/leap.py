@@ -122,6 +122,10 @@ EXACT_REFERENCE_MAX_AGE_MS = 6 * 3_600_000.0
 SECOND_PASS_DELAY = 10_000
 SECOND_PASS_MIN_DELAY = 1_000
 SECOND_PASS_DELAY_SHARE = 4
+# While the model has learned fewer completions than this, an example is learned a third time,
+# the same delay after its second: the first days, when the model knows least, are learned
+# three times (60-day fleets: top-1 regret -0.07 and -0.11 points, transfers +0.4 and +0.55).
+YOUNG_MODEL_COMPLETIONS = 40_000
 # A lineage idle this many half-lives may be forgotten (its per-hardware residuals weigh
 # 2^-(60/14) ~ 5% of their first value by then), once more than MIN_LINEAGES_KEPT are held.
 IDLE_HALF_LIVES = 60.0 / HALF_LIFE_DAYS
@@ -178,6 +182,7 @@ class LeapCore:
         without: Collection[str] = (),
         second_pass_delay: int = SECOND_PASS_DELAY,
         second_pass_min_delay: int = SECOND_PASS_MIN_DELAY,
+        young_model_completions: int = YOUNG_MODEL_COMPLETIONS,
     ) -> None:
         if not lineage_half_life_days > 0:
             raise ValueError(f"lineage_half_life_days must be > 0, not {lineage_half_life_days}")
@@ -206,7 +211,10 @@ class LeapCore:
         # learned once, awaiting their second pass: (JOB_CONFIG_FIELDS values, position, target)
         self.second_pass_delay = second_pass_delay  # the longest delay (0: no second pass)
         self.second_pass_min_delay = second_pass_min_delay
+        self.young_model_completions = young_model_completions
         self.second_pass: deque[tuple[tuple[Any, ...], int, float]] = deque()
+        # learned twice while the model was young, awaiting their third pass (the same entries)
+        self.third_pass: deque[tuple[tuple[Any, ...], int, float]] = deque()
         self.unmatched_completions = 0
         self._model_version: str | None = None  # set on the rankers of with_model
 
@@ -686,11 +694,23 @@ class LeapCore:
             return
         queue = self.second_pass
         queue.append((tuple(config.get(name) for name in JOB_CONFIG_FIELDS), position, target))
-        if len(queue) > self.second_pass_due():
-            values, position, target = queue.popleft()
-            # (a snapshot from before micro_batches queued one value fewer: read as unknown)
-            job = self.model.encoder.job(dict(zip_longest(JOB_CONFIG_FIELDS, values)))
-            self.model.learn_one(job, position, target, count=False)
+        due = self.second_pass_due()
+        young = self.model.learned < self.young_model_completions
+        if len(queue) > due:
+            entry = queue.popleft()
+            self._learn_queued(entry)
+            if young:
+                self.third_pass.append(entry)
+        # once the model has grown, what still awaits its third pass drains one a completion
+        if self.third_pass and (len(self.third_pass) > due or not young):
+            self._learn_queued(self.third_pass.popleft())
+
+    def _learn_queued(self, entry: tuple[tuple[Any, ...], int, float]) -> None:
+        """Learn a queued example again (counted once already)."""
+        values, position, target = entry
+        # (a snapshot from before micro_batches queued one value fewer: read as unknown)
+        job = self.model.encoder.job(dict(zip_longest(JOB_CONFIG_FIELDS, values)))
+        self.model.learn_one(job, position, target, count=False)
 
     def second_pass_due(self) -> int:
         """How many completions after its first pass an example is learned again: a share of
@@ -733,6 +753,7 @@ class LeapCore:
             "pairs": self.pairs,
             "memory_risk": self.memory_risk,
             "second_pass": self.second_pass,
+            "third_pass": self.third_pass,
         }
 
     def load_model_state(self, state: dict[str, Any]) -> None:
@@ -749,6 +770,7 @@ class LeapCore:
         self.memory_risk = state.get("memory_risk") or MemoryRisk()
         # snapshots taken before the second pass existed: their examples are not learned again
         self.second_pass = state.get("second_pass") or deque()
+        self.third_pass = state.get("third_pass") or deque()
 
 
 class LookupRanker:

@@ -432,7 +432,7 @@ def test_without_the_learned_model_predictions_do_not_move(hw_catalog: Catalog) 
 def test_each_completion_is_learned_again_second_pass_delay_completions_later(
     hw_catalog: Catalog,
 ) -> None:
-    core = LeapCore(hw_catalog, second_pass_delay=2)
+    core = LeapCore(hw_catalog, second_pass_delay=2, young_model_completions=0)
     reference = LeapCore(hw_catalog, second_pass_delay=0)  # the same passes, by hand
     examples = []
     for i in range(5):
@@ -455,6 +455,32 @@ def test_each_completion_is_learned_again_second_pass_delay_completions_later(
     np.testing.assert_array_equal(
         core.on_submitted(probe).predicted, reference.on_submitted(probe).predicted
     )
+
+
+def test_a_young_model_learns_a_completion_a_third_time(hw_catalog: Catalog) -> None:
+    core = LeapCore(
+        hw_catalog, second_pass_delay=2, second_pass_min_delay=2, young_model_completions=4
+    )
+    reference = LeapCore(hw_catalog, second_pass_delay=0)  # the same passes, by hand
+    # after completion i, the examples learned again: the second passes two back, and example
+    # 0's third (it had its second while fewer than 4 were learned; example 1 had it at 4)
+    again = {2: [0], 3: [1, 0], 4: [2], 5: [3]}
+    examples = []
+    for i in range(6):
+        for c in (core, reference):
+            c.on_submitted(_sub(f"a{i}", f"lin{i % 2}", i))
+        done = _done(f"a{i}", f"lin{i % 2}", i + 0.5, TWO[i % 2], 100.0 * (i + 1))
+        assert core.on_completed(done)
+        _, example = reference.join(done)
+        assert example is not None
+        reference.learn(example)
+        examples.append(example)
+        for j in again.get(i, []):
+            job = reference.model.encoder.job(examples[j]["job"])
+            position = reference.hw.index[examples[j]["hardware_type"]]
+            reference.model.learn_one(job, position, examples[j]["target"], count=False)
+    assert core.model.regressor._weights.to_dict() == reference.model.regressor._weights.to_dict()
+    assert not core.third_pass and core.model.learned == 6
 
 
 def test_a_young_model_takes_its_second_pass_sooner(hw_catalog: Catalog) -> None:

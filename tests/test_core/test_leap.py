@@ -429,44 +429,14 @@ def test_without_the_learned_model_predictions_do_not_move(hw_catalog: Catalog) 
         assert moved == (name == "full"), name
 
 
-def test_each_completion_is_learned_again_second_pass_delay_completions_later(
-    hw_catalog: Catalog,
-) -> None:
-    core = LeapCore(hw_catalog, second_pass_delay=2, young_model_completions=0)
-    reference = LeapCore(hw_catalog, second_pass_delay=0)  # the same passes, by hand
+def _learn_with_passes_by_hand(
+    catalog: Catalog, core: LeapCore, again: dict[int, list[int]], completions: int
+) -> LeapCore:
+    """Feed ``core`` and a core without a second pass the same completions; the latter learns
+    again, after completion i, the examples ``again[i]`` lists. Returns it, for comparison."""
+    reference = LeapCore(catalog, second_pass_delay=0)
     examples = []
-    for i in range(5):
-        for c in (core, reference):
-            c.on_submitted(_sub(f"a{i}", f"lin{i % 2}", i))
-        done = _done(f"a{i}", f"lin{i % 2}", i + 0.5, TWO[i % 2], 100.0 * (i + 1))
-        assert core.on_completed(done)
-        _, example = reference.join(done)
-        assert example is not None
-        reference.learn(example)
-        examples.append(example)
-        if i >= 2:
-            again = examples[i - 2]
-            job = reference.model.encoder.job(again["job"])
-            position = reference.hw.index[again["hardware_type"]]
-            reference.model.learn_one(job, position, again["target"], count=False)
-    assert core.model.regressor._weights.to_dict() == reference.model.regressor._weights.to_dict()
-    assert core.model.learned == 5 and len(core.second_pass) == 2
-    probe = _sub("probe", "new", 9)
-    np.testing.assert_array_equal(
-        core.on_submitted(probe).predicted, reference.on_submitted(probe).predicted
-    )
-
-
-def test_a_young_model_learns_a_completion_a_third_time(hw_catalog: Catalog) -> None:
-    core = LeapCore(
-        hw_catalog, second_pass_delay=2, second_pass_min_delay=2, young_model_completions=4
-    )
-    reference = LeapCore(hw_catalog, second_pass_delay=0)  # the same passes, by hand
-    # after completion i, the examples learned again: the second passes two back, and example
-    # 0's third (it had its second while fewer than 4 were learned; example 1 had it at 4)
-    again = {2: [0], 3: [1, 0], 4: [2], 5: [3]}
-    examples = []
-    for i in range(6):
+    for i in range(completions):
         for c in (core, reference):
             c.on_submitted(_sub(f"a{i}", f"lin{i % 2}", i))
         done = _done(f"a{i}", f"lin{i % 2}", i + 0.5, TWO[i % 2], 100.0 * (i + 1))
@@ -479,6 +449,29 @@ def test_a_young_model_learns_a_completion_a_third_time(hw_catalog: Catalog) -> 
             job = reference.model.encoder.job(examples[j]["job"])
             position = reference.hw.index[examples[j]["hardware_type"]]
             reference.model.learn_one(job, position, examples[j]["target"], count=False)
+    return reference
+
+
+def test_each_completion_is_learned_again_second_pass_delay_completions_later(
+    hw_catalog: Catalog,
+) -> None:
+    core = LeapCore(hw_catalog, second_pass_delay=2, young_model_completions=0)
+    reference = _learn_with_passes_by_hand(hw_catalog, core, {2: [0], 3: [1], 4: [2]}, 5)
+    assert core.model.regressor._weights.to_dict() == reference.model.regressor._weights.to_dict()
+    assert core.model.learned == 5 and len(core.second_pass) == 2
+    probe = _sub("probe", "new", 9)
+    np.testing.assert_array_equal(
+        core.on_submitted(probe).predicted, reference.on_submitted(probe).predicted
+    )
+
+
+def test_a_young_model_learns_a_completion_a_third_time(hw_catalog: Catalog) -> None:
+    core = LeapCore(
+        hw_catalog, second_pass_delay=2, second_pass_min_delay=2, young_model_completions=4
+    )
+    # the second passes two back, and example 0's third (it had its second while fewer than 4
+    # were learned; example 1 had it at 4)
+    reference = _learn_with_passes_by_hand(hw_catalog, core, {2: [0], 3: [1, 0], 4: [2], 5: [3]}, 6)
     assert core.model.regressor._weights.to_dict() == reference.model.regressor._weights.to_dict()
     assert not core.third_pass and core.model.learned == 6
 

@@ -123,9 +123,11 @@ SECOND_PASS_DELAY = 10_000
 SECOND_PASS_MIN_DELAY = 1_000
 SECOND_PASS_DELAY_SHARE = 4
 # While the model has learned fewer completions than this, an example is learned a third time,
-# the same delay after its second: the first days, when the model knows least, are learned
-# three times (60-day fleets: top-1 regret -0.11 and -0.12 points, transfers +0.48 and +0.22).
-YOUNG_MODEL_COMPLETIONS = 40_000
+# the same delay after its second: two months of a small fleet (3,000 jobs a day) and six days
+# of a large one (30,000), the days when the model knows least, are learned three times.
+# Against none, 60-day fleets: top-1 regret -0.16 and -0.17 points, transfers +0.83 and +0.64
+# (40,000: two thirds of that regret, a third to three fifths of the transfers).
+YOUNG_MODEL_COMPLETIONS = 160_000
 # A lineage idle this many half-lives may be forgotten (its per-hardware residuals weigh
 # 2^-(60/14) ~ 5% of their first value by then), once more than MIN_LINEAGES_KEPT are held.
 IDLE_HALF_LIVES = 60.0 / HALF_LIFE_DAYS

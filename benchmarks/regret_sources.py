@@ -23,7 +23,8 @@ same hidden world (:class:`~leap_stream.data.fleet.hidden.HiddenWorld`).
    learner that knows the truth but the affinity, and learns the affinity as a Bayesian
    would: the part a model type shares over a vendor's types from its completions on that
    vendor so far, its own part on each type from its completions there, each completion
-   carrying ``--noise`` (log scale) of what the learner cannot tell apart from it.
+   carrying ``--noise`` (log scale) of what the learner cannot tell apart from it. Then the
+   (family, type) first choices of the ranking by the predictions that make most of its regret.
 
 4. Whether the rest could be learned from what a history holds: a gradient-boosted model of the
    prediction's error on the job's configuration and the type's spec sheet (and the family,
@@ -188,14 +189,20 @@ def completions_before(
     ), per_family
 
 
-def regret(rows: pd.DataFrame, log_cost: np.ndarray, score: np.ndarray) -> float:
-    """Mean over submissions of (true cost of the lowest-scored candidate / cheapest) - 1."""
+def first_choices(rows: pd.DataFrame, log_cost: np.ndarray, score: np.ndarray) -> pd.DataFrame:
+    """Each submission's lowest-scored candidate (its row of ``rows``), with its ``regret``:
+    its true cost / the cheapest's - 1."""
     frame = pd.DataFrame(
         {"submission": rows["submission"].to_numpy(), "key": score, "cost": log_cost}
     )
-    pick = frame.loc[frame.groupby("submission")["key"].idxmin()].set_index("submission")["cost"]
-    best = frame.groupby("submission")["cost"].min()
-    return float(np.mean(np.exp(pick - best) - 1.0))
+    picked = frame.groupby("submission")["key"].idxmin().to_numpy()
+    best = frame.groupby("submission")["cost"].min().to_numpy()
+    return rows.iloc[picked].assign(regret=np.exp(log_cost[picked] - best) - 1.0)
+
+
+def regret(rows: pd.DataFrame, log_cost: np.ndarray, score: np.ndarray) -> float:
+    """Mean over submissions of (true cost of the lowest-scored candidate / cheapest) - 1."""
+    return float(first_choices(rows, log_cost, score)["regret"].mean())
 
 
 def learned(
@@ -350,6 +357,17 @@ def main() -> None:
     print("ranking by                                               top-1 regret")
     for name, score in table.items():
         print(f"{name:<56} {regret(rows, log_cost, price - np.asarray(score)):>11.2%}")
+    picks = first_choices(rows, log_cost, price - pred)
+    costliest = (
+        picks.assign(hardware=hw.names[picks["position"].to_numpy()])
+        .groupby(["family", "hardware"])["regret"]
+        .agg(picks="size", mean="mean", points="sum")
+        .sort_values("points", ascending=False)
+    )
+    costliest["points"] *= 100.0 / len(picks)
+    print("the first choices that cost most (ranking by the model's predictions: picks, mean")
+    print("regret each, points of the top-1 regret):")
+    print(costliest.head(10).round(3).to_string())
     learnability(rows, hw, log_cost, price)
 
 

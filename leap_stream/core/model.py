@@ -334,14 +334,22 @@ class ThroughputModel:
         step, on the arrays. ``count=False``: a second pass over an example already learned
         (the weights move; ``learned``, ``seen`` and ``family_seen`` count it once).
         """
+        self.step(job, position, log_throughput, count=count)
+
+    def step(
+        self, job: JobFeatures, position: int, log_throughput: float, *, count: bool = True
+    ) -> PreparedPair | None:
+        """:meth:`learn_one`, returning the pair as prepared (None if nothing was learned): a
+        later pass over the example steps on it again with :meth:`learn_prepared`."""
         if not math.isfinite(log_throughput):
-            return
-        self.learn_prepared(self.prepare(job, position), log_throughput)
-        if not count:
-            return
-        self.learned += 1
-        self.seen[position] += 1
-        self.family_seen(job.family)[position] += 1
+            return None
+        pair = self.prepare(job, position)
+        self.learn_prepared(pair, log_throughput)
+        if count:
+            self.learned += 1
+            self.seen[position] += 1
+            self.family_seen(job.family)[position] += 1
+        return pair
 
     def prepare(self, job: JobFeatures, position: int) -> PreparedPair:
         """What a step on the (job, hardware) pair reads besides the weights: its features'

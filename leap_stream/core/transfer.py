@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from leap_stream.core.features import RecentCache
+
 __all__ = ["PairwiseTransfer", "config_coordinates"]
 
 # Pseudo-observations of the parent level's value at each level (model type, family; the
@@ -82,6 +84,8 @@ MIN_SHARPNESS_SCORED = 20
 LOCAL_CAPACITY = 32
 _COORDINATES = 5
 _SHARPNESSES = np.array(LOCAL_SHARPNESSES)
+# Entries per generation of the cache of what a reference's rows say (PairwiseTransfer._cache).
+CACHE_SIZE = 4096
 _ALL = "*"
 
 
@@ -176,9 +180,22 @@ class PairwiseTransfer:
         # running mean squared error of the local level at each of LOCAL_SHARPNESSES
         self.local_error = np.zeros(len(LOCAL_SHARPNESSES))
         self.local_scored = 0
+        self._reset_cache()
+
+    def _reset_cache(self) -> None:
+        # what _pooled and spread computed from a reference's rows, until a ratio to or from it
+        # is learned: (kind, model type, family, reference) -> (that reference's version, value)
+        self._cache = RecentCache(CACHE_SIZE)
+        self._versions = [0] * len(self.hardware)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_cache"], state["_versions"]
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._reset_cache()
         self.__dict__.setdefault("_local", {})  # pickled before the local level
         self.__dict__.setdefault("cross_error", 0.0)
         self.__dict__.setdefault("local_error", np.zeros(len(LOCAL_SHARPNESSES)))
@@ -219,7 +236,20 @@ class PairwiseTransfer:
     def _pooled(
         self, model_type: str, family: str, reference: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`measured_ratio` without the configuration-local level."""
+        """:meth:`measured_ratio` without the configuration-local level (read-only arrays)."""
+        key = ("pooled", model_type, family, reference)
+        version = self._versions[reference]
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        value, evidence = self._pooled_afresh(model_type, family, reference)
+        value.flags.writeable = evidence.flags.writeable = False
+        self._cache.put(key, (version, (value, evidence)))
+        return value, evidence
+
+    def _pooled_afresh(
+        self, model_type: str, family: str, reference: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         n = len(self.hardware)
         value, evidence = np.zeros(n), np.zeros(n)
         for i, key in enumerate(self._levels(model_type, family)):
@@ -228,7 +258,7 @@ class PairwiseTransfer:
                 continue
             if i == 0:
                 value = np.divide(row[0], row[1], out=np.zeros(n), where=row[1] > 0)
-                evidence = row[1]
+                evidence = row[1].copy()  # (the row moves on; what was read must not)
             else:
                 value = (row[0] + PRIOR_WEIGHT * value) / (row[1] + PRIOR_WEIGHT)
         return value, evidence
@@ -244,7 +274,18 @@ class PairwiseTransfer:
         """How much jobs' ratios from ``reference`` to each type vary around their mean (a
         variance, log scale): at the most specific level with a few observations, else
         ``DEFAULT_SPREAD``. Ratios between types that treat jobs alike (two generations of
-        one vendor) vary little; those to a type with its own quirks vary a lot."""
+        one vendor) vary little; those to a type with its own quirks vary a lot. (Read-only.)"""
+        key = ("spread", model_type, family, reference)
+        version = self._versions[reference]
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        spread = self._spread_afresh(model_type, family, reference)
+        spread.flags.writeable = False
+        self._cache.put(key, (version, spread))
+        return spread
+
+    def _spread_afresh(self, model_type: str, family: str, reference: int) -> np.ndarray:
         spread = np.full(len(self.hardware), DEFAULT_SPREAD)
         for key in self._levels(model_type, family):
             row = self._rows.get((key, reference))
@@ -317,6 +358,7 @@ class PairwiseTransfer:
             self.squared_error = self.squared_error * (1.0 - decay) + errors**2 * decay
             self.cross_error = self.cross_error * (1.0 - decay) + errors[0] * errors[1] * decay
         for a, b, value in ((reference, hardware, measured), (hardware, reference, -measured)):
+            self._versions[a] += 1  # what was read from a's rows is stale
             for key in self._levels(model_type, family):
                 row = self._rows.get((key, a))
                 if row is None:

@@ -803,6 +803,10 @@ class LookupRanker:
         self.hw = self.rules.hw
         self.table = LookupTable()
         self.pending = {} if pending is None else pending
+        # (model type, devices) -> the table's medians in catalog order (NaN: no entry), for
+        # the rows whose every entry is a catalog type; the others are read from the table
+        self._rows: dict[tuple[str, int], np.ndarray] = {}
+        self._off_catalog: set[tuple[str, int]] = set()
 
     def on_submitted(
         self, event: dict[str, Any], eligibility: Eligibility | None = None
@@ -811,10 +815,15 @@ class LookupRanker:
         check = eligibility or self.rules.check(event)
         known = check.positions >= 0
         positions = np.where(known, check.positions, 0)
-        index = self.hw.index if event.get("candidate_hardware") is None else None
-        predicted = self.table.predict_many(
-            event["model_type"], check.names, event["num_devices"], index
-        )
+        row_key = (event["model_type"], event["num_devices"])
+        row = self._rows.get(row_key)
+        if row is not None and row_key not in self._off_catalog:
+            predicted = np.where(known, row[positions], np.nan)
+        else:
+            index = self.hw.index if event.get("candidate_hardware") is None else None
+            predicted = self.table.predict_many(
+                event["model_type"], check.names, event["num_devices"], index
+            )
         self.remember(event)
         return rank_candidates(
             job_id=event["job_id"],
@@ -843,7 +852,18 @@ class LookupRanker:
             return False
         throughput = event.get("throughput")
         if event["status"] == SUCCEEDED and throughput and throughput > 0:
-            self.table.learn_one(
-                entry["model_type"], event["hardware_type"], event["num_devices"], throughput
-            )
+            hardware, devices = event["hardware_type"], event["num_devices"]
+            self.table.learn_one(entry["model_type"], hardware, devices, throughput)
+            self._update_row(entry["model_type"], hardware, devices)
         return True
+
+    def _update_row(self, model_type: str, hardware: str, devices: int) -> None:
+        """Copy the table's new median for this key into its catalog-ordered row."""
+        position = self.hw.index.get(hardware)
+        if position is None:
+            self._off_catalog.add((model_type, devices))
+            return
+        row = self._rows.get((model_type, devices))
+        if row is None:
+            row = self._rows[(model_type, devices)] = np.full(len(self.hw), np.nan)
+        row[position] = self.table.predict_one(model_type, hardware, devices)

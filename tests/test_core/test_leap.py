@@ -476,6 +476,36 @@ def test_a_young_model_learns_a_completion_a_third_time(hw_catalog: Catalog) -> 
     assert not core.third_pass and core.model.learned == 6
 
 
+def test_a_later_pass_learns_the_same_from_the_pair_it_kept_as_from_the_job_encoded_again(
+    hw_catalog: Catalog,
+) -> None:
+    # the core keeps each queued example's pair as its first pass prepared it; a copy loaded
+    # from its pickled state mid-way has none for what was queued before, and encodes those
+    # again: both must step on the same features
+    passes = {"second_pass_delay": 3, "second_pass_min_delay": 3, "young_model_completions": 8}
+    core = LeapCore(hw_catalog, **passes)
+
+    def feed(c: LeapCore, i: int) -> None:
+        lineage = f"lin{i % 3}"
+        c.on_submitted(_sub(f"a{i}", lineage, i, None, global_batch_size=256 * (1 + i % 4)))
+        assert c.on_completed(_done(f"a{i}", lineage, i + 0.5, TWO[i % 2], 100.0 * (i + 1)))
+
+    for i in range(6):
+        feed(core, i)
+    loaded = LeapCore(hw_catalog, **passes)
+    loaded.load_model_state(pickle.loads(pickle.dumps(core.model_state())))
+    loaded.priors, loaded.pending = copy.deepcopy(core.priors), copy.deepcopy(core.pending)
+    assert core._prepared.new and not loaded._prepared.new
+    for i in range(6, 14):
+        for c in (core, loaded):
+            feed(c, i)
+    assert core.model.regressor._weights.to_dict() == loaded.model.regressor._weights.to_dict()
+    probe = _sub("probe", "new", 20, None)
+    np.testing.assert_array_equal(
+        core.on_submitted(probe).predicted, loaded.on_submitted(probe).predicted
+    )
+
+
 def test_a_young_model_takes_its_second_pass_sooner(hw_catalog: Catalog) -> None:
     core = LeapCore(hw_catalog, second_pass_delay=3, second_pass_min_delay=1)
     waiting = []

@@ -119,3 +119,30 @@ def test_lookup_ranker_learns_only_succeeded_attempts_of_pending_jobs(
     assert not ranker.on_completed(_completed("j1", "H100-SXM", 99.0, 3))  # a duplicate
     assert len(ranker.table) == 0
     assert ranker.on_submitted(_submitted("j2", ["H100-SXM"], 4)).abstained
+
+
+def test_lookup_ranker_reads_the_tables_medians_for_any_candidates(hw_catalog: Catalog) -> None:
+    # completions in random order, bert's also on a type the catalog lacks: the ranker's rows in
+    # catalog order (resnet's) and the table itself (bert's) give what the table says, for a
+    # candidate list and for every catalog type
+    rng = np.random.default_rng(5)
+    ranker = LookupRanker(hw_catalog)
+    hardware = ["H100-SXM", "MI300X", "L4", "NPU-X1"]
+    for i in range(60):
+        model_type = ["bert", "resnet"][i % 2]
+        ran_on = hardware[rng.integers(4 if model_type == "bert" else 3)]
+        when = hours(i)
+        ranker.on_submitted(
+            submitted_event(f"j{i}", "l1", when, candidates=hardware, model_type=model_type)
+        )
+        throughput = float(rng.uniform(1, 9))
+        ranker.on_completed(completed_event(f"j{i}", "l1", when, ran_on, throughput=throughput))
+        for probed in ("bert", "resnet"):
+            for candidates in (hardware, None):
+                probe = submitted_event("p", "l2", when, candidates=candidates, model_type=probed)
+                names = hw_catalog.names if candidates is None else candidates
+                expected = ranker.table.predict_many(probed, names, 8)
+                np.testing.assert_array_equal(ranker.on_submitted(probe).predicted, expected)
+                ranker.pending.pop("p")
+    assert ranker._off_catalog == {("bert", 8)}
+    assert set(ranker._rows) == {("bert", 8), ("resnet", 8)}

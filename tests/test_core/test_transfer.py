@@ -368,3 +368,34 @@ def test_a_pair_whose_ratio_varies_less_across_jobs_has_the_smaller_spread() -> 
     assert spread[2] == pytest.approx(0.16, rel=0.3)
     # a reference nobody measured from: the default
     assert pairs.spread("lm", "dense_llm", 1)[2] == pytest.approx(0.04)
+
+
+def test_what_a_reference_says_is_cached_until_a_ratio_to_or_from_it_is_learned() -> None:
+    rng = np.random.default_rng(3)
+    pairs = PairwiseTransfer(["A", "B", "C", "D"])
+    kinds = [("resnet", "cnn"), ("vgg", "cnn"), ("bert", "dense_llm")]
+    for _ in range(300):
+        model_type, family = kinds[rng.integers(len(kinds))]
+        reference, hardware = rng.choice(4, size=2, replace=False).tolist()
+        pairs.learn_one(
+            model_type,
+            family,
+            reference=reference,
+            hardware=hardware,
+            measured=float(rng.normal(0.2 * hardware, 0.1)),
+            model=0.0,
+        )
+        for model_type, family in kinds:
+            for reference in range(4):  # every read as computed afresh, and read-only
+                spread = pairs.spread(model_type, family, reference)
+                assert spread is pairs.spread(model_type, family, reference)  # (cached)
+                fresh = pairs._spread_afresh(model_type, family, reference)
+                np.testing.assert_array_equal(spread, fresh)
+                value, evidence = pairs.measured_ratio(model_type, family, reference)
+                fresh_value, fresh_evidence = pairs._pooled_afresh(model_type, family, reference)
+                np.testing.assert_array_equal(value, fresh_value)
+                np.testing.assert_array_equal(evidence, fresh_evidence)
+                assert not (spread.flags.writeable or value.flags.writeable)
+    loaded = pickle.loads(pickle.dumps(pairs))  # the cache stays behind, and refills
+    assert len(loaded._cache.new) == 0
+    np.testing.assert_array_equal(loaded.spread("vgg", "cnn", 2), pairs.spread("vgg", "cnn", 2))

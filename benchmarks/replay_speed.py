@@ -62,7 +62,7 @@ STEPS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("backtest bookkeeping", Backtest, "observe", None),
     ("backtest bookkeeping", Backtest, "observe_submission", None),
     ("model: learn a completion", core.LeapCore, "on_completed", None),
-    ("learn_one", ThroughputModel, "learn_one", "model: learn a completion"),
+    ("AdaGrad steps (every pass)", ThroughputModel, "learn_prepared", "model: learn a completion"),
     ("lookup: learn a completion", core.LookupRanker, "on_completed", None),
     ("encode a job", FeatureEncoder, "job", "the model's ranking and learning"),
 )

@@ -40,7 +40,7 @@ ratio.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -237,15 +237,20 @@ class PairwiseTransfer:
         self, model_type: str, family: str, reference: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`measured_ratio` without the configuration-local level (read-only arrays)."""
-        key = ("pooled", model_type, family, reference)
+        return self._read(self._pooled_afresh, model_type, family, reference)
+
+    def _read(
+        self, compute: Callable[[str, str, int], Any], model_type: str, family: str, reference: int
+    ) -> Any:
+        """What ``compute`` reads from ``reference``'s rows, as cached since they last moved."""
+        key = (compute.__name__, model_type, family, reference)
         version = self._versions[reference]
         cached = self._cache.get(key)
         if cached is not None and cached[0] == version:
             return cached[1]
-        value, evidence = self._pooled_afresh(model_type, family, reference)
-        value.flags.writeable = evidence.flags.writeable = False
-        self._cache.put(key, (version, (value, evidence)))
-        return value, evidence
+        value = compute(model_type, family, reference)
+        self._cache.put(key, (version, value))
+        return value
 
     def _pooled_afresh(
         self, model_type: str, family: str, reference: int
@@ -261,6 +266,7 @@ class PairwiseTransfer:
                 evidence = row[1].copy()  # (the row moves on; what was read must not)
             else:
                 value = (row[0] + PRIOR_WEIGHT * value) / (row[1] + PRIOR_WEIGHT)
+        value.flags.writeable = evidence.flags.writeable = False  # (cached: see _read)
         return value, evidence
 
     def local_sharpness(self) -> float:
@@ -275,15 +281,7 @@ class PairwiseTransfer:
         variance, log scale): at the most specific level with a few observations, else
         ``DEFAULT_SPREAD``. Ratios between types that treat jobs alike (two generations of
         one vendor) vary little; those to a type with its own quirks vary a lot. (Read-only.)"""
-        key = ("spread", model_type, family, reference)
-        version = self._versions[reference]
-        cached = self._cache.get(key)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        spread = self._spread_afresh(model_type, family, reference)
-        spread.flags.writeable = False
-        self._cache.put(key, (version, spread))
-        return spread
+        return self._read(self._spread_afresh, model_type, family, reference)
 
     def _spread_afresh(self, model_type: str, family: str, reference: int) -> np.ndarray:
         spread = np.full(len(self.hardware), DEFAULT_SPREAD)
@@ -295,6 +293,7 @@ class PairwiseTransfer:
             mean = np.divide(row[0], row[1], out=np.zeros_like(spread), where=enough)
             square = np.divide(row[2], row[1], out=np.zeros_like(spread), where=enough)
             spread = np.where(enough, np.maximum(square - mean * mean, MIN_SPREAD), spread)
+        spread.flags.writeable = False  # (cached: see _read)
         return spread
 
     def correction(

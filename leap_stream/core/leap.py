@@ -791,6 +791,7 @@ class LeapCore:
         # snapshots taken before the second pass existed: their examples are not learned again
         self.second_pass = state.get("second_pass") or deque()
         self.third_pass = state.get("third_pass") or deque()  # (older snapshots: none waits)
+        self._prepared = RecentCache(self._prepared.size)  # (pairs of the model left behind)
 
 
 class LookupRanker:

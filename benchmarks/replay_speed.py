@@ -14,10 +14,10 @@ The replay runs with the oracle (decisions scored; ``--no-oracle``: without, as 
 of 25,000 events/s is stated) and without the HTML report. Printed: events
 replayed, events/s (the replay loop, as ``summary.json`` reports it), wall time of the whole
 ``replay()`` call (setup and summary writing included), peak RSS before and after it, and, unless
-``--no-split``, the cost per event of each step of the loop. The split wraps about ten methods
-with a timer (a few hundred nanoseconds a call, ~2% of an event's cost): run ``--no-split`` for
-the clean events/s. Figures vary with the load of the machine: they are orders of magnitude,
-not promises, and no test asserts them.
+``--no-split``, the cost per event of each step of the loop. The split wraps about twenty
+methods with a timer (a few hundred nanoseconds a call, a few percent of an event's cost): run
+``--no-split`` for the clean events/s. Figures vary with the load of the machine: they are
+orders of magnitude, not promises, and no test asserts them.
 """
 
 from __future__ import annotations
@@ -52,8 +52,11 @@ STEPS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("read + decode history", replay, "iter_events", None),
     ("eligibility", EligibilityRules, "check", None),
     ("model: a submission's inputs", core.LeapCore, "submission", None),
+    ("the lineage's references", core.LeapCore, "_references", "model: a submission's inputs"),
+    ("out-of-memory risk", core.LeapCore, "_memory_risk", "model: a submission's inputs"),
     ("model: rank a submission", core.LeapCore, "rank", None),
     ("predict_many", ThroughputModel, "predict_many", "model: rank a submission"),
+    ("transfer offsets", core.LeapCore, "_transfer_offsets", "model: rank a submission"),
     ("lookup: rank a submission", core.LookupRanker, "on_submitted", None),
     ("rank_candidates", core, "rank_candidates", "both rankings"),
     ("oracle: next truth vector", replay.OracleStream, "take", None),
@@ -62,7 +65,9 @@ STEPS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("backtest bookkeeping", Backtest, "observe", None),
     ("backtest bookkeeping", Backtest, "observe_submission", None),
     ("model: learn a completion", core.LeapCore, "on_completed", None),
+    ("the join", core.LeapCore, "join", "model: learn a completion"),
     ("AdaGrad steps (every pass)", ThroughputModel, "learn_prepared", "model: learn a completion"),
+    ("later passes, their steps too", core.LeapCore, "_learn_again", "model: learn a completion"),
     ("lookup: learn a completion", core.LookupRanker, "on_completed", None),
     ("encode a job", FeatureEncoder, "job", "the model's ranking and learning"),
 )

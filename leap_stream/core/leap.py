@@ -38,9 +38,11 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Collection, Mapping, MutableMapping
+from datetime import UTC, datetime
 from itertools import zip_longest
 from typing import Any, TypedDict
 
+import numba
 import numpy as np
 
 from leap_stream.core.catalog import Catalog
@@ -78,6 +80,7 @@ __all__ = [
     "LearnExample",
     "LookupRanker",
     "Submission",
+    "warm_up",
 ]
 
 # Below this many observations of a hardware type the model's view of it is mostly its spec
@@ -328,24 +331,21 @@ class LeapCore:
         positions, known, state = submission.positions, submission.known, submission.state
         base = submission.predictions(self.model)
         view = submission.entries.view(self._latest_residual(state))
-        offsets = view.offsets
-        if state:  # hardware the lineage has not run on: its residuals elsewhere, corrected
-            transfer = self._transfer_offsets(submission, base)
-            offsets = np.where(view.same_hardware, view.offsets, transfer)
-        has_exact = np.isfinite(view.exact)
-        log_pred = np.where(has_exact, view.exact, base + offsets)
-        cold = (self.model.seen[positions] < COLD_START_MIN_OBSERVATIONS) | submission.unseen_type
-        transfers = bool(state) and LINEAGE_KEY in state
-        code = np.where(
+        # hardware the lineage has not run on: its residuals elsewhere, corrected
+        transfer = self._transfer_offsets(submission, base) if state else None
+        log_pred, code, risk = _predictions(
+            base,
+            view.offsets,
             view.same_hardware,
-            _LINEAGE_PRIOR,
-            np.where(cold, _COLD_START, _TRANSFER if transfers else _MODEL),
+            view.exact,
+            transfer,
+            self.model.seen,
+            self.model.family_seen(job.family),
+            positions,
+            submission.unseen_type,
+            bool(state) and LINEAGE_KEY in state,
+            submission.memory_risk,
         )
-        # uncertainty of a transferred prediction shrinks with what the model has seen of this
-        # family on that hardware; the lineage's own measurements carry none of it
-        family_seen = self.model.family_seen(job.family)[positions]
-        risk = np.where(view.same_hardware, 0.0, RISK_AVERSION / np.sqrt(1.0 + family_seen))
-        risk += submission.memory_risk
         width = self.intervals.halfwidths(_SOURCES)[code]
         predicted = np.where(known, np.exp(log_pred), np.nan)
 
@@ -868,3 +868,80 @@ class LookupRanker:
         if row is None:
             row = self._rows[(model_type, devices)] = np.full(len(self.hw), np.nan)
         row[position] = self.table.predict_one(model_type, hardware, devices)
+
+
+def warm_up(catalog: Catalog) -> None:
+    """Compile the core's numba kernels now, on a throwaway core and made-up jobs: otherwise the
+    first submissions a process ranks and learns wait for them (about a second with numba's
+    on-disk cache, several without). A stream worker calls it before it joins its group.
+    """
+    core, lookup = LeapCore(catalog), LookupRanker(catalog)
+    hardware = list(catalog.names[:3])
+    start = datetime(2025, 6, 1, tzinfo=UTC)
+    job = {"event_time": start, "model_type": "warm-up", "framework": "pytorch",
+           "param_count": 25_000_000, "global_batch_size": 256, "seq_len": None,
+           "precision": "bf16", "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1,
+           "requested_hardware": hardware[0]}  # fmt: skip
+    # (lineage, family, candidates: None for every type, hardware it ran on): the kernels'
+    # variants, by which of their inputs are there (a lineage's measurements, a family's
+    # outcomes) and which arrays are read-only (the predictions of every type)
+    attempts = [
+        ("a", "cnn", None, hardware[0]),
+        ("a", "cnn", hardware, hardware[1]),  # a list; the lineage ran on the first
+        ("a", "cnn", None, hardware[1]),  # and on the second: an exact prior
+        ("b", "moe", hardware, hardware[2]),  # a new lineage, a family not seen yet
+    ]
+    for k, (lineage, family, candidates, ran_on) in enumerate(attempts):
+        submitted = {**job, "event_id": f"warm-up-{k}", "job_id": f"warm-up-{k}",
+                     "lineage_id": lineage, "model_family": family,
+                     "candidate_hardware": candidates}  # fmt: skip
+        core.on_submitted(submitted)
+        lookup.on_submitted(submitted)
+        completed = {"event_id": f"warm-up-{k}/done", "event_time": start,
+                     "job_id": f"warm-up-{k}", "lineage_id": lineage, "hardware_type": ran_on,
+                     "num_devices": 8, "status": "succeeded", "throughput": 1000.0 * (k + 1),
+                     "steps": 10}  # fmt: skip
+        core.on_completed(completed)
+        lookup.on_completed(completed)
+
+
+# Compiled: a dozen small numpy calls a submission, for arrays of a few dozen candidates. The
+# same operations in the same order, so the same bits (no exp or log here: numpy's and the C
+# library's differ in the last bit).
+@numba.njit(cache=True)
+def _predictions(
+    base: np.ndarray,
+    offsets: np.ndarray,
+    same_hardware: np.ndarray,
+    exact: np.ndarray,
+    transfer: np.ndarray | None,
+    seen: np.ndarray,
+    family_seen: np.ndarray,
+    positions: np.ndarray,
+    unseen_type: bool,
+    transfers: bool,
+    memory_risk: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each candidate's log prediction, its source and its ranking charge (:meth:`LeapCore.rank`).
+
+    The lineage's exact measurement where it has one, else the model's prediction ``base`` plus
+    the lineage's offset (its own on hardware it ran, else ``transfer``). The charge: the
+    uncertainty of a prediction the lineage has not measured, which shrinks with what the model
+    has seen of this family on that hardware, plus the ``memory_risk``.
+    """
+    n = base.shape[0]
+    log_pred = np.empty(n)
+    code = np.empty(n, dtype=np.int64)
+    risk = np.empty(n)
+    for i in range(n):
+        same = same_hardware[i]
+        offset = offsets[i] if same or transfer is None else transfer[i]
+        log_pred[i] = exact[i] if np.isfinite(exact[i]) else base[i] + offset
+        if same:
+            code[i] = _LINEAGE_PRIOR
+            risk[i] = 0.0 + memory_risk[i]
+        else:
+            cold = seen[positions[i]] < COLD_START_MIN_OBSERVATIONS or unseen_type
+            code[i] = _COLD_START if cold else (_TRANSFER if transfers else _MODEL)
+            risk[i] = RISK_AVERSION / np.sqrt(1.0 + family_seen[positions[i]]) + memory_risk[i]
+    return log_pred, code, risk

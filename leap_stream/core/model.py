@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from river import linear_model, optim, utils
 
+from leap_stream.core.adagrad import UNSEEN, adagrad_step
 from leap_stream.core.features import (
     NUMERIC_CACHE_SIZE,
     ONEHOT_VALUES,
@@ -60,9 +61,6 @@ INTERCEPT_LR = 0.05
 # regret 9.2% -> 7.8% and 11.3% -> 9.7%, transfers +1.4 and +0.6 points; MLPerf by round
 # 24.6% -> 27.1% within 20%.
 ADAGRAD_EPS = 16.0
-# AdaGrad's sum of squared gradients of a feature river has never learned (it is not among
-# river's weights): a sum of squares is never negative.
-_UNSEEN = -1.0
 _ONEHOT_VALUES = np.array(ONEHOT_VALUES)
 # What pickles carry: river's regressor plus the model's own counts and column index (the layout
 # of earlier versions, which can load these pickles); the learner's arrays are rebuilt from river.
@@ -76,7 +74,7 @@ class PreparedPair(NamedTuple):
     """One (job, hardware) pair as a learning step reads it (:meth:`ThroughputModel.prepare`)."""
 
     columns: np.ndarray  # the features' weight columns, in river's order
-    values: list[float]  # their values (a zero is skipped, as river never sees it)
+    values: np.ndarray  # their values (a zero is skipped, as river never sees it)
     baseline: float  # subtracted from the target: the model learns the rest
     slopes: list[tuple[int, float]]  # (column, value) of the model type's own slopes
 
@@ -108,7 +106,7 @@ class ThroughputModel:
         self.seen_by_family: dict[str, np.ndarray] = {}
         self._column: dict[str, int] = {}
         self._mirror = np.zeros(1024)
-        self._g2 = np.full(1024, _UNSEEN)
+        self._g2 = np.full(1024, UNSEEN)
         self._device_columns = self._columns(encoder.device_names())
         # column of a model type's own slope -> (lowest, highest) value it was learned on
         self.slope_range: dict[int, tuple[float, float]] = {}
@@ -156,14 +154,15 @@ class ThroughputModel:
             and river.l2 == 0
         ):
             raise ValueError(f"the learner reproduces AdaGrad without penalties only: {river}")
-        self._lr = optimizer.lr.learning_rate
-        self._eps = optimizer.eps
-        self._intercept_lr = river.intercept_lr.learning_rate
-        self._clip = river.clip_gradient
+        # what adagrad_step reads: lr, eps, intercept_lr, clip
+        self._hyper = np.array(
+            [optimizer.lr.learning_rate, optimizer.eps, river.intercept_lr.learning_rate,
+             river.clip_gradient], dtype=float,
+        )  # fmt: skip
         self._intercept = river.intercept
         self._iterations = optimizer.n_iterations
         weights = river._weights.to_dict()
-        self._g2 = np.full(len(self._mirror), _UNSEEN)
+        self._g2 = np.full(len(self._mirror), UNSEEN)
         columns = self._columns(list(weights))
         self._mirror[columns] = list(weights.values())
         self._g2[columns] = [optimizer.g2.get(name, 0.0) for name in weights]
@@ -183,7 +182,7 @@ class ThroughputModel:
         (keys in column order; nothing river computes depends on their order)."""
         river = self._river
         names = list(self._column)  # columns are numbered in insertion order
-        learned = np.flatnonzero(self._g2 != _UNSEEN).tolist()
+        learned = np.flatnonzero(self._g2 != UNSEEN).tolist()
         keys = [names[c] for c in learned]
         river._weights = utils.VectorDict(
             dict(zip(keys, self._mirror[learned].tolist(), strict=True))
@@ -206,7 +205,7 @@ class ThroughputModel:
         if len(column) > len(self._mirror):
             grow = max(len(column), len(self._mirror))
             self._mirror = np.r_[self._mirror, np.zeros(grow)]
-            self._g2 = np.r_[self._g2, np.full(grow, _UNSEEN)]
+            self._g2 = np.r_[self._g2, np.full(grow, UNSEEN)]
         return np.array([column[name] for name in names], dtype=np.int64)
 
     def _columns_of(self, job: JobFeatures) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -373,37 +372,21 @@ class ThroughputModel:
             if encoder.roofline
             else 0.0
         )
-        return PreparedPair(columns, x, float(baseline), slopes)
+        return PreparedPair(columns, np.array(x), float(baseline), slopes)
 
     def learn_prepared(self, pair: PreparedPair, log_throughput: float) -> None:
         """:meth:`learn_one`'s step on a prepared pair, counting nothing (a later pass)."""
         if not math.isfinite(log_throughput):
             return
-        columns, x = pair.columns, pair.values
-        weights = self._mirror[columns].tolist()
-        sums = self._g2[columns].tolist()
-        target = log_throughput - pair.baseline
-        # River is fed the nonzero features only: a zero has a zero gradient, and it stays out
-        # of river's weights. The loss gradient: 2 (prediction - target), the dot product summed
-        # in the dict's order, clipped.
-        dot = 0.0
-        for w, v in zip(weights, x, strict=True):
-            if v:
-                dot += w * v
-        gradient = 2 * ((dot + self._intercept) - target)
-        gradient = float(max(min(gradient, self._clip), -self._clip))
-        self._intercept -= self._intercept_lr * gradient
-        # AdaGrad: g2 += g ** 2; w -= lr / (g2 + eps) ** 0.5 * g, in Python floats (``**`` is
-        # libm's pow, which numpy's square and sqrt do not always match to the last bit)
-        lr, eps = self._lr, self._eps
-        for i, v in enumerate(x):
-            if v:
-                g = v * gradient
-                g2 = sums[i] if sums[i] != _UNSEEN else 0.0
-                sums[i] = g2 = g2 + g**2
-                weights[i] -= lr / (g2 + eps) ** 0.5 * g
-        self._g2[columns] = sums  # the zeros' entries go back unchanged
-        self._mirror[columns] = weights
+        self._intercept = adagrad_step(
+            self._mirror,
+            self._g2,
+            pair.columns,
+            pair.values,
+            log_throughput - pair.baseline,
+            self._intercept,
+            self._hyper,
+        )
         ranges = self.slope_range
         for column, value in pair.slopes:
             bounds = ranges.get(column)

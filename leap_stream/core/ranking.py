@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numba
 import numpy as np
 
 __all__ = ["SOURCES", "Ranking", "cost_per_1k_samples", "rank_candidates"]
@@ -163,14 +164,8 @@ def rank_candidates(
     keeps a barely-known type from winning on optimism alone. ``cost_per_1k`` stays the
     unadjusted prediction.
     """
-    # predicted is positive or NaN, so the division needs no error-state guard
-    cost = np.where(eligible, num_devices * price * (1000.0 / 3600.0) / predicted, np.nan)
-    rankable = eligible & np.isfinite(cost)
-    ranked = int(np.count_nonzero(rankable))
-    # one stable sort: ranked by cost, then eligible without a prediction (inf), then the
-    # ineligible (NaN sorts last); ties keep candidate order
-    key = cost if risk is None else cost * np.exp(risk)
-    order = np.where(rankable, key, np.where(eligible, np.inf, np.nan)).argsort(kind="stable")
+    factor = None if risk is None else np.exp(risk)  # numpy's exp, as before (not libm's)
+    cost, order, ranked = _cost_and_order(eligible, price, predicted, num_devices, factor)
     abstain = None
     if not eligible.any():
         abstain = "no eligible candidate: " + "; ".join(
@@ -197,3 +192,34 @@ def rank_candidates(
         ranked_count=ranked,
         abstain_reason=abstain,
     )
+
+
+# Compiled: numpy's dozen small calls here cost more than the arithmetic, twice a submission (the
+# model's ranking and the lookup's). The same operations in the same order, so the same bits;
+# error_model="numpy": a division by zero gives inf, as numpy's does, instead of raising.
+@numba.njit(error_model="numpy", cache=True)
+def _cost_and_order(
+    eligible: np.ndarray,
+    price: np.ndarray,
+    predicted: np.ndarray,
+    num_devices: int,
+    factor: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each candidate's cost per 1,000 samples (NaN where ineligible), the order (one stable
+    sort: ranked by ``cost x factor``, then eligible without a prediction, then the ineligible;
+    ties keep candidate order), and how many are ranked."""
+    n = eligible.shape[0]
+    cost = np.full(n, np.nan)
+    key = np.full(n, np.nan)  # NaN sorts last
+    ranked = 0
+    for i in range(n):
+        if not eligible[i]:
+            continue
+        # predicted is positive or NaN, so no error-state guard
+        cost[i] = num_devices * price[i] * (1000.0 / 3600.0) / predicted[i]
+        if np.isfinite(cost[i]):
+            key[i] = cost[i] if factor is None else cost[i] * factor[i]
+            ranked += 1
+        else:
+            key[i] = np.inf
+    return cost, np.argsort(key, kind="mergesort"), ranked

@@ -71,6 +71,7 @@ from leap_stream.core import LeapCore
 from leap_stream.core.catalog import Catalog, default_catalog, load_catalog
 from leap_stream.core.champion import ONLINE, ChampionChallenger
 from leap_stream.core.ensemble import ENSEMBLE, Ensemble
+from leap_stream.core.leap import warm_up
 from leap_stream.data.codec import CodecError, default_codec
 from leap_stream.data.history import check_events
 from leap_stream.streaming.order import FIRST, EventTimeMerge
@@ -159,6 +160,7 @@ class Worker:
         # champion/challenger: the learner keeps the scoreboard; every worker ranks with the
         # model the newest ServingDecision names, among the nightly models it has loaded
         self.board = None if self.learner is None else ChampionChallenger(settings.promotion_rule)
+        warm_up(catalog)  # compiled now, not while the first submissions wait for their rankings
         self.nightly: dict[str, tuple[Any, str]] = {}  # name -> (model, version)
         self.serving = ENSEMBLE  # as the scoreboard starts (ChampionChallenger)
         self._decisions: list[dict[str, Any]] = []  # taken, not yet published

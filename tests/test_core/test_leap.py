@@ -12,7 +12,10 @@ import functools
 import json
 import math
 import pickle
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, MutableMapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +36,7 @@ from leap_stream.core.priors import (
     lineage_offset,
 )
 from leap_stream.core.ranking import Ranking
+from leap_stream.data.fleet import FleetConfig
 
 PREDICTORS: dict[str, PredictorFactory] = {
     "online": LeapCore,
@@ -636,3 +640,34 @@ def test_a_nightly_model_on_other_input_groups_is_refused(hw_catalog: Catalog) -
     without = LeapCore(hw_catalog, without={"hardware_specs"})
     with pytest.raises(ValueError, match="other input groups"):
         LeapCore(hw_catalog).with_model(without.model, "other")
+
+
+# In a process of its own: this one has compiled whatever the tests before asked for.
+_WARM_UP_THEN_REPLAY = """
+import json, sys
+from pathlib import Path
+from leap_stream.backtest.replay import replay
+from leap_stream.core import adagrad, leap, memory_risk, ranking
+from leap_stream.core.catalog import default_catalog
+kernels = (adagrad.adagrad_step, leap._predictions, memory_risk._probabilities,
+           ranking._cost_and_order)
+leap.warm_up(default_catalog())
+warm = [len(k.signatures) for k in kernels]
+fleet = Path(sys.argv[1])
+replay(fleet / "history.parquet", fleet / "warm-replay", default_catalog(),
+       oracle=fleet / "oracle.parquet", report=False, progress=False)
+print(json.dumps([warm, [len(k.signatures) for k in kernels]]))
+"""
+
+
+def test_the_warm_up_compiles_every_kernel_variant_a_replay_uses(
+    generated_fleet: Callable[[FleetConfig], Path],
+) -> None:
+    fleet = generated_fleet(FleetConfig(days=2, jobs_per_day=300, seed=3))
+    run = subprocess.run(
+        [sys.executable, "-c", _WARM_UP_THEN_REPLAY, str(fleet)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    warm, after_replay = json.loads(run.stdout.splitlines()[-1])
+    assert all(n > 0 for n in warm)
+    assert after_replay == warm  # nothing left to compile while events wait

@@ -216,3 +216,39 @@ def test_record_types_are_plain_python() -> None:
             assert c[key] is None or type(c[key]) is float
         assert c["rank"] is None or type(c["rank"]) is int
         assert type(c["eligible"]) is bool and type(c["source"]) is str
+
+
+def _numpy_cost_and_order(
+    eligible: np.ndarray, price: np.ndarray, predicted: np.ndarray, devices: int, risk: Any
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The order as numpy computed it before it was compiled: the reference."""
+    with np.errstate(divide="ignore"):
+        cost = np.where(eligible, devices * price * (1000.0 / 3600.0) / predicted, np.nan)
+    rankable = eligible & np.isfinite(cost)
+    key = cost if risk is None else cost * np.exp(risk)
+    order = np.where(rankable, key, np.where(eligible, np.inf, np.nan)).argsort(kind="stable")
+    return cost, order, int(np.count_nonzero(rankable))
+
+
+@pytest.mark.parametrize("with_risk", [False, True])
+def test_the_compiled_order_equals_numpys_to_the_bit(with_risk: bool) -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(3000):
+        n = int(rng.integers(1, 30))
+        eligible = rng.random(n) < 0.8
+        price = rng.choice([1.0, 2.5, 0.7, 12.0], n)  # equal prices: ties to keep in order
+        predicted = rng.choice([100.0, 250.0, 1e-300, 0.0, NAN], n)
+        predicted = np.where(rng.random(n) < 0.5, rng.lognormal(5.0, 2.0, n), predicted)
+        devices = int(rng.integers(1, 513))
+        risk = rng.choice([0.0, 0.1, 0.25], n) if with_risk else None
+        ranking = rank_candidates(
+            job_id="j", lineage_id="l", event_time=WHEN, model_version="v",
+            num_devices=devices, hardware=tuple(str(i) for i in range(n)),
+            eligible=eligible, reasons=lambda i: None, predicted=predicted,
+            lower=predicted, upper=predicted, price=price,
+            source=np.full(n, "model"), risk=risk,
+        )  # fmt: skip
+        cost, order, ranked = _numpy_cost_and_order(eligible, price, predicted, devices, risk)
+        np.testing.assert_array_equal(ranking.cost_per_1k, cost)
+        np.testing.assert_array_equal(ranking.order, order)
+        assert ranking.ranked_count == ranked

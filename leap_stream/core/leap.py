@@ -883,13 +883,13 @@ def warm_up(catalog: Catalog) -> None:
            "precision": "bf16", "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1,
            "requested_hardware": hardware[0]}  # fmt: skip
     # (lineage, family, candidates: None for every type, hardware it ran on): the kernels'
-    # variants, by which of their inputs are there (a lineage's measurements, a family's
-    # outcomes) and which arrays are read-only (the predictions of every type)
+    # variants, by which of their inputs are there (a lineage's measurements) and which arrays
+    # are read-only (the predictions of every type)
     attempts = [
         ("a", "cnn", None, hardware[0]),
         ("a", "cnn", hardware, hardware[1]),  # a list; the lineage ran on the first
         ("a", "cnn", None, hardware[1]),  # and on the second: an exact prior
-        ("b", "moe", hardware, hardware[2]),  # a new lineage, a family not seen yet
+        ("b", "moe", hardware, hardware[2]),  # a list for a new lineage
     ]
     for k, (lineage, family, candidates, ran_on) in enumerate(attempts):
         submitted = {**job, "event_id": f"warm-up-{k}", "job_id": f"warm-up-{k}",

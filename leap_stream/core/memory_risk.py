@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 
 __all__ = ["MemoryRisk"]
@@ -66,28 +65,18 @@ class MemoryRisk:
             counts[1, b] += 1.0
         self.failures += out_of_memory
 
+    def rates(self, family: str) -> np.ndarray:
+        """The out-of-memory rate of each bin for ``family``."""
+        rate = PRIOR_RATE
+        for key in (_ALL, family):
+            counts = self._counts.get(key)
+            if counts is not None:
+                rate = (counts[0] + PRIOR_WEIGHT * rate) / (counts[1] + PRIOR_WEIGHT)
+        return rate
+
     def predict_many(self, family: str, ratios: Sequence[float] | np.ndarray) -> np.ndarray:
         """Out-of-memory probability at each memory ratio (NaN ratio: 0)."""
         ratios = np.asarray(ratios, dtype=float)
-        return _probabilities(self._counts.get(_ALL), self._counts.get(family), ratios)
-
-
-# Compiled: once a submission, a dozen small numpy calls for a few dozen candidates.
-@numba.njit(cache=True)
-def _probabilities(
-    everyone: np.ndarray | None, own: np.ndarray | None, ratios: np.ndarray
-) -> np.ndarray:
-    """The rate of each ratio's bin: the prior, pooled with the all-families counts
-    ``everyone``, then with the family's ``own`` (None: no attempt counted yet)."""
-    p = np.zeros(ratios.shape[0])
-    for i in range(ratios.shape[0]):
-        if not np.isfinite(ratios[i]):
-            continue
-        b = np.searchsorted(EDGES, ratios[i], side="right")
-        rate = PRIOR_RATE[b]
-        if everyone is not None:
-            rate = (everyone[0, b] + PRIOR_WEIGHT * rate) / (everyone[1, b] + PRIOR_WEIGHT)
-        if own is not None:
-            rate = (own[0, b] + PRIOR_WEIGHT * rate) / (own[1, b] + PRIOR_WEIGHT)
-        p[i] = rate
-    return p
+        # NaN and +inf fall in the last bin, -inf in the first: any bin will do, they read 0
+        p = self.rates(family)[EDGES.searchsorted(ratios, side="right")]
+        return np.where(np.isfinite(ratios), p, 0.0)

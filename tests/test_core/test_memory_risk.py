@@ -9,7 +9,7 @@ import numpy as np
 
 from leap_stream.core.catalog import default_catalog
 from leap_stream.core.leap import LeapCore
-from leap_stream.core.memory_risk import EDGES, PRIOR_RATE, PRIOR_WEIGHT, MemoryRisk
+from leap_stream.core.memory_risk import PRIOR_RATE, MemoryRisk
 from leap_stream.core.ranking import Ranking
 
 T0 = datetime(2025, 6, 1, tzinfo=UTC)
@@ -168,23 +168,3 @@ def test_the_memory_risk_travels_with_the_model_state() -> None:
     state.pop("memory_risk")  # a state from before the memory risk existed still loads
     other.load_model_state(state)
     assert other.memory_risk.failures == 0
-
-
-def test_the_compiled_probabilities_equal_numpys_to_the_bit() -> None:
-    rng = np.random.default_rng(2)
-    risk = MemoryRisk()
-    ratios = np.r_[rng.uniform(0.2, 1.6, 500), EDGES, np.nan, np.inf, -np.inf]
-    for step in range(3000):
-        risk.learn_one(str(rng.choice(["cnn", "moe"])), float(rng.uniform(0.3, 1.5)),
-                       out_of_memory=bool(rng.random() < 0.2))  # fmt: skip
-        if step % 500 == 0:
-            for family in ("cnn", "moe", "gnn"):  # gnn: the all-families counts only
-                rate = PRIOR_RATE
-                for key in ("*", family):  # the pooled rates as numpy computed them
-                    counts = risk._counts.get(key)
-                    if counts is not None:
-                        rate = (counts[0] + PRIOR_WEIGHT * rate) / (counts[1] + PRIOR_WEIGHT)
-                expected = np.where(
-                    np.isfinite(ratios), rate[EDGES.searchsorted(ratios, side="right")], 0.0
-                )
-                np.testing.assert_array_equal(risk.predict_many(family, ratios), expected)

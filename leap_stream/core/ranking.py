@@ -164,7 +164,8 @@ def rank_candidates(
     keeps a barely-known type from winning on optimism alone. ``cost_per_1k`` stays the
     unadjusted prediction.
     """
-    factor = None if risk is None else np.exp(risk)  # numpy's exp, as before (not libm's)
+    # numpy's exp, as before: numba's is the C library's, which differs in the last bit
+    factor = None if risk is None else np.exp(risk)
     cost, order, ranked = _cost_and_order(eligible, price, predicted, num_devices, factor)
     abstain = None
     if not eligible.any():

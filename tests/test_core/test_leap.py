@@ -28,6 +28,15 @@ from leap_stream.core.catalog import Catalog
 from leap_stream.core.ensemble import Ensemble
 from leap_stream.core.inputs import INPUT_GROUPS
 from leap_stream.core.intervals import ConformalIntervals
+from leap_stream.core.leap import (
+    _COLD_START,
+    _LINEAGE_PRIOR,
+    _MODEL,
+    _TRANSFER,
+    COLD_START_MIN_OBSERVATIONS,
+    RISK_AVERSION,
+    _predictions,
+)
 from leap_stream.core.priors import (
     PAIR_COMPLETIONS_HALVING,
     SHRINK_SAME_HARDWARE,
@@ -670,3 +679,33 @@ def test_the_warm_up_compiles_every_kernel_variant_a_replay_uses(
     warm, after_replay = json.loads(run.stdout.splitlines()[-1])
     assert all(n > 0 for n in warm)
     assert after_replay == warm  # nothing left to compile while events wait
+
+
+def test_the_compiled_predictions_equal_numpys_to_the_bit() -> None:
+    rng = np.random.default_rng(9)
+    n_types = 30
+    for _ in range(2000):
+        n = int(rng.integers(1, n_types))
+        positions = rng.choice(n_types, n, replace=False).astype(np.int64)
+        base, offsets, transfer = rng.normal(8.0, 2.0, n), rng.normal(0, 0.3, n), None
+        if rng.random() < 0.7:
+            transfer = rng.normal(0, 0.3, n)
+        same = rng.random(n) < 0.3
+        exact = np.where(rng.random(n) < 0.2, rng.normal(8.0, 2.0, n), np.nan)
+        seen = rng.integers(0, 2 * COLD_START_MIN_OBSERVATIONS, n_types)
+        family_seen = rng.integers(0, 1000, n_types)
+        unseen_type, transfers = bool(rng.random() < 0.1), bool(rng.random() < 0.5)
+        memory_risk = np.where(rng.random(n) < 0.2, rng.exponential(0.5, n), 0.0)
+        # what LeapCore.rank computed with numpy before the loop was compiled
+        offset = offsets if transfer is None else np.where(same, offsets, transfer)
+        log_pred = np.where(np.isfinite(exact), exact, base + offset)
+        cold = (seen[positions] < COLD_START_MIN_OBSERVATIONS) | unseen_type
+        code = np.where(
+            same, _LINEAGE_PRIOR, np.where(cold, _COLD_START, _TRANSFER if transfers else _MODEL)
+        )
+        risk = np.where(same, 0.0, RISK_AVERSION / np.sqrt(1.0 + family_seen[positions]))
+        risk += memory_risk
+        got = _predictions(base, offsets, same, exact, transfer, seen, family_seen, positions,
+                           unseen_type, transfers, memory_risk)  # fmt: skip
+        for actual, expected in zip(got, (log_pred, code, risk), strict=True):
+            np.testing.assert_array_equal(actual, expected)

@@ -501,10 +501,11 @@ class _Session:
         check = core.rules.check(event)
         submission = core.submission(event, check)
         model_ranking = core.rank(submission)
+        # (a ranked candidate is eligible: the flags are scanned only when none was)
+        has_eligible = model_ranking.ranked_count > 0 or bool(check.eligible.any())
         if record is not None:
             model_ranking = ranking_from_record(record, check, event["num_devices"])
         lookup_ranking = self.lookup.on_submitted(event, check)
-        has_eligible = bool(check.eligible.any())
         self.backtest.observe_submission(
             when.date(), has_eligible, not model_ranking.abstained, not lookup_ranking.abstained
         )

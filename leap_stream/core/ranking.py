@@ -168,12 +168,13 @@ def rank_candidates(
     factor = None if risk is None else np.exp(risk)
     cost, order, ranked = _cost_and_order(eligible, price, predicted, num_devices, factor)
     abstain = None
-    if not eligible.any():
-        abstain = "no eligible candidate: " + "; ".join(
-            sorted({r for i in range(len(hardware)) if (r := reasons(i)) is not None})
-        )
-    elif ranked == 0:
-        abstain = "no prediction for any eligible candidate"
+    if ranked == 0:  # (a ranked candidate is eligible: no scan of the flags otherwise)
+        if not eligible.any():
+            abstain = "no eligible candidate: " + "; ".join(
+                sorted({r for i in range(len(hardware)) if (r := reasons(i)) is not None})
+            )
+        else:
+            abstain = "no prediction for any eligible candidate"
     return Ranking(
         job_id=job_id,
         lineage_id=lineage_id,

@@ -129,6 +129,33 @@ def test_non_finite_targets_are_ignored(model: ThroughputModel) -> None:
     np.testing.assert_array_equal(model.predict_many(job), before)
 
 
+def test_the_compiled_pair_terms_equal_numpys_to_the_bit() -> None:
+    rng = np.random.default_rng(11)
+    values = np.asarray(features_module.ONEHOT_VALUES)
+    for _ in range(2000):
+        n_types, n_columns = int(rng.integers(1, 50)), 400
+        # weights of every magnitude and sign, as a model's are after months of learning
+        mirror = rng.normal(0.0, 1.0, n_columns) * 10.0 ** rng.integers(-9, 2, n_columns)
+        onehot = rng.integers(0, n_columns, (n_types, len(values)))
+        team = rng.integers(0, n_columns, n_types) if rng.random() < 0.5 else None
+        device = rng.integers(0, n_columns, n_types)
+        log_devices, scalar = float(rng.uniform(0.0, 8.0)), float(rng.normal(0.0, 3.0))
+        start = rng.normal(8.0, 3.0, n_types)
+        # what ThroughputModel._predict_all added with numpy before the loop was compiled
+        expected = start.copy()
+        expected += np.add.reduce(mirror[onehot] * values, axis=1)
+        if team is not None:
+            expected += mirror[team] * features_module.TEAM_ONEHOT_VALUE
+        expected += mirror[device] * log_devices
+        expected += scalar
+        got = model_module._add_pair_terms(
+            start, mirror, onehot, values,
+            model_module._NO_TEAM if team is None else team, features_module.TEAM_ONEHOT_VALUE,
+            device, log_devices, scalar,
+        )  # fmt: skip
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_learns_a_real_relationship(model: ThroughputModel, hw_catalog: Catalog) -> None:
     # Throughput proportional to devices x peak bf16 rate, with a vendor efficiency (AMD runs
     # this model at 60% of NVIDIA's); held-out (hardware, devices) pairs were never learned.

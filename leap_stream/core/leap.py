@@ -427,8 +427,7 @@ class LeapCore:
         if failed:  # what did not fit at a share of memory will not fit at a larger one
             p[failed] = 1.0
             p[ratio >= ratio[failed].min()] = 1.0
-        p = np.minimum(p, MAX_OOM_RISK)
-        return OUT_OF_MEMORY_COST * p / (1.0 - p)
+        return _out_of_memory_charges(p)
 
     def _references(
         self,
@@ -903,6 +902,16 @@ def warm_up(catalog: Catalog) -> None:
                      "steps": 10}  # fmt: skip
         core.on_completed(completed)
         lookup.on_completed(completed)
+
+
+@numba.njit(cache=True)
+def _out_of_memory_charges(p: np.ndarray) -> np.ndarray:
+    """What each candidate's chance ``p`` of running out of memory adds to its ranking key."""
+    charges = np.empty(p.shape[0])
+    for i in range(p.shape[0]):
+        capped = min(p[i], MAX_OOM_RISK)
+        charges[i] = OUT_OF_MEMORY_COST * capped / (1.0 - capped)
+    return charges
 
 
 # Compiled: a dozen small numpy calls a submission, for arrays of a few dozen candidates. The

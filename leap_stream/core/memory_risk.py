@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 
 __all__ = ["MemoryRisk"]
@@ -38,6 +39,7 @@ PRIOR_RATE = np.array([0.0, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.3, 0.6, 0.9]
 # handful of failures at a ratio moves the risk there.
 PRIOR_WEIGHT = 10.0
 _ALL = "*"
+_NO_COUNTS = np.zeros((2, 0))  # a key with no outcome yet: its level is skipped
 
 
 class MemoryRisk:
@@ -67,16 +69,33 @@ class MemoryRisk:
 
     def rates(self, family: str) -> np.ndarray:
         """The out-of-memory rate of each bin for ``family``."""
-        rate = PRIOR_RATE
-        for key in (_ALL, family):
-            counts = self._counts.get(key)
-            if counts is not None:
-                rate = (counts[0] + PRIOR_WEIGHT * rate) / (counts[1] + PRIOR_WEIGHT)
-        return rate
+        counts = self._counts
+        return _pooled_rates(counts.get(_ALL, _NO_COUNTS), counts.get(family, _NO_COUNTS))
 
     def predict_many(self, family: str, ratios: Sequence[float] | np.ndarray) -> np.ndarray:
-        """Out-of-memory probability at each memory ratio (NaN ratio: 0)."""
-        ratios = np.asarray(ratios, dtype=float)
-        # NaN and +inf fall in the last bin, -inf in the first: any bin will do, they read 0
-        p = self.rates(family)[EDGES.searchsorted(ratios, side="right")]
-        return np.where(np.isfinite(ratios), p, 0.0)
+        """Out-of-memory probability at each memory ratio (NaN or infinite ratio: 0)."""
+        return _probabilities(np.asarray(ratios, dtype=float), self.rates(family))
+
+
+# Compiled: a dozen numpy calls on arrays of ten bins and a few dozen candidates, once a
+# submission. Element by element the same arithmetic in the same order, so the same bits.
+@numba.njit(cache=True)
+def _pooled_rates(everyone: np.ndarray, family: np.ndarray) -> np.ndarray:
+    """Each bin's rate: the prior, pooled with every family's outcomes, then with the family's
+    (``[failures, attempts]`` per bin; no columns: none yet)."""
+    rate = PRIOR_RATE.copy()
+    for counts in (everyone, family):
+        if counts.shape[1]:
+            for b in range(rate.shape[0]):
+                rate[b] = (counts[0, b] + PRIOR_WEIGHT * rate[b]) / (counts[1, b] + PRIOR_WEIGHT)
+    return rate
+
+
+@numba.njit(cache=True)
+def _probabilities(ratios: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """Each ratio's bin's rate (0 where the ratio is not finite)."""
+    p = np.zeros(ratios.shape[0])
+    for i in range(ratios.shape[0]):
+        if np.isfinite(ratios[i]):
+            p[i] = rate[np.searchsorted(EDGES, ratios[i], side="right")]
+    return p

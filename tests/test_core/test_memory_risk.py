@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from leap_stream.core.catalog import default_catalog
-from leap_stream.core.leap import LeapCore
-from leap_stream.core.memory_risk import PRIOR_RATE, MemoryRisk
+from leap_stream.core.leap import MAX_OOM_RISK, OUT_OF_MEMORY_COST, LeapCore, _out_of_memory_charges
+from leap_stream.core.memory_risk import EDGES, PRIOR_RATE, PRIOR_WEIGHT, MemoryRisk
 from leap_stream.core.ranking import Ranking
 
 T0 = datetime(2025, 6, 1, tzinfo=UTC)
@@ -20,6 +20,32 @@ def test_before_any_outcome_the_estimate_is_trusted_less_near_the_limit() -> Non
     p = MemoryRisk().predict_many("dense_llm", [0.2, 0.6, 0.97, np.nan])
     assert p[0] < p[1] < p[2]
     assert p[3] == 0.0
+
+
+def test_the_compiled_risk_and_charges_equal_numpys_to_the_bit() -> None:
+    rng = np.random.default_rng(5)
+    families = ("dense_llm", "cnn", "gnn")
+    risk = MemoryRisk()
+    for step in range(3000):
+        family = families[int(rng.integers(len(families)))]
+        if step % 10 == 0:  # (every family's outcomes so far: none, then more and more)
+            ratios = rng.uniform(0.0, 1.6, 40)
+            ratios[rng.random(40) < 0.1] = rng.choice([np.nan, np.inf, -np.inf, 0.0, 0.85])
+            # what MemoryRisk and LeapCore._memory_risk computed with numpy before compiling
+            rate = PRIOR_RATE
+            for key in ("*", family):
+                counts = risk._counts.get(key)
+                if counts is not None:
+                    rate = (counts[0] + PRIOR_WEIGHT * rate) / (counts[1] + PRIOR_WEIGHT)
+            p = rate[EDGES.searchsorted(ratios, side="right")]
+            p = np.where(np.isfinite(ratios), p, 0.0)
+            np.testing.assert_array_equal(risk.rates(family), rate)
+            np.testing.assert_array_equal(risk.predict_many(family, ratios), p)
+            capped = np.minimum(p, MAX_OOM_RISK)
+            charges = OUT_OF_MEMORY_COST * capped / (1.0 - capped)
+            np.testing.assert_array_equal(_out_of_memory_charges(p), charges)
+        ratio = float(rng.uniform(0.3, 1.4))
+        risk.learn_one(family, ratio, out_of_memory=bool(rng.random() < ratio / 3))
 
 
 def test_failures_at_a_ratio_raise_its_risk_for_that_family_more_than_for_others() -> None:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
 
 from leap_stream.core.catalog import Catalog
@@ -44,6 +45,7 @@ __all__ = [
 
 
 MEMORY_CACHE_SIZE = 100_000
+_ALL_KNOWN = np.zeros(0, dtype=bool)  # (no flags: every candidate is a catalog type)
 
 # Why a candidate is ineligible, checked in this order (the first failing rule is the reason).
 ELIGIBLE, UNKNOWN, NOT_LAUNCHED, UNSUPPORTED, TOO_LITTLE_MEMORY = range(5)
@@ -120,15 +122,16 @@ class EligibilityRules:
         supported = self._supported(framework, precision)[pos]
         day = (job["event_time"] - EPOCH).total_seconds() / 86_400.0
         need = self.memory_needed_gb(job)
-        # the first rule that fails names the reason: later rules overwrite earlier codes
-        codes = np.where(need > self.usable_memory[pos], TOO_LITTLE_MEMORY, ELIGIBLE)
-        codes[~supported] = UNSUPPORTED
-        codes[hw.launch_day[pos] > day] = NOT_LAUNCHED
-        if known is not None:
-            codes[~known] = UNKNOWN
-        return Eligibility(
-            names, positions, codes == ELIGIBLE, codes, need, framework, precision, self
+        codes, eligible = _verdicts(
+            pos,
+            _ALL_KNOWN if known is None else known,
+            supported,
+            self.usable_memory,
+            hw.launch_day,
+            need,
+            day,
         )
+        return Eligibility(names, positions, eligible, codes, need, framework, precision, self)
 
     def memory_needed_gb(self, job: Mapping[str, Any]) -> float:
         """The memory ``job`` needs per device (what :meth:`check` compares with each type's)."""
@@ -155,3 +158,33 @@ class EligibilityRules:
         if framework in FRAMEWORKS and precision in PRECISIONS:
             return self.hw.supports[:, FRAMEWORKS.index(framework), PRECISIONS.index(precision)]
         return np.zeros(len(self.hw), dtype=bool)
+
+
+# Compiled: six numpy calls on a few dozen candidates, once a submission.
+@numba.njit(cache=True)
+def _verdicts(
+    positions: np.ndarray,
+    known: np.ndarray,
+    supported: np.ndarray,
+    usable_memory: np.ndarray,
+    launch_day: np.ndarray,
+    need: float,
+    day: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each candidate's code and whether it is eligible. ``positions`` in the catalog (0 for
+    a name it lacks), ``known``: which are catalog types (empty: all), ``supported``: which
+    support the job's framework and precision."""
+    n = positions.shape[0]
+    codes = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        p = positions[i]
+        # the first rule that fails names the reason: later rules override earlier ones
+        code = TOO_LITTLE_MEMORY if need > usable_memory[p] else ELIGIBLE
+        if not supported[i]:
+            code = UNSUPPORTED
+        if launch_day[p] > day:
+            code = NOT_LAUNCHED
+        if known.shape[0] and not known[i]:
+            code = UNKNOWN
+        codes[i] = code
+    return codes, codes == ELIGIBLE

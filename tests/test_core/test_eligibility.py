@@ -20,6 +20,7 @@ from leap_stream.core.eligibility import (
     UNKNOWN,
     UNSUPPORTED,
     EligibilityRules,
+    _verdicts,
 )
 from leap_stream.core.hardware import EPOCH
 from leap_stream.core.memory import USABLE_FRACTION, required_memory_gb
@@ -202,3 +203,29 @@ def test_eligible_matches_codes(rules: EligibilityRules) -> None:
     check = rules.check(_job(None, **HUGE, num_devices=64, tensor_parallel=8))
     np.testing.assert_array_equal(check.eligible, check.codes == ELIGIBLE)
     assert [r is None for r in check.reasons] == check.eligible.tolist()
+
+
+def test_the_compiled_verdicts_equal_numpys_to_the_bit() -> None:
+    rng = np.random.default_rng(3)
+    n_types = 40
+    for _ in range(3000):
+        usable = np.where(rng.random(n_types) < 0.05, np.nan, rng.uniform(10.0, 150.0, n_types))
+        launch_day = rng.integers(-400, 400, n_types).astype(float)
+        n = int(rng.integers(1, 60))
+        positions = rng.integers(0, n_types, n)
+        known = rng.random(n) < 0.9 if rng.random() < 0.5 else None
+        pos = positions if known is None else np.where(known, positions, 0)
+        supported = rng.random(n) < 0.8
+        need = float(rng.choice([rng.uniform(5.0, 160.0), usable[pos[0]], np.nan]))
+        day = float(rng.choice([rng.uniform(-400.0, 400.0), launch_day[pos[0]]]))
+        # what EligibilityRules.check computed with numpy before the loop was compiled
+        codes = np.where(need > usable[pos], TOO_LITTLE_MEMORY, ELIGIBLE)
+        codes[~supported] = UNSUPPORTED
+        codes[launch_day[pos] > day] = NOT_LAUNCHED
+        if known is not None:
+            codes[~known] = UNKNOWN
+        flags = np.zeros(0, dtype=bool) if known is None else known
+        got_codes, got_eligible = _verdicts(pos, flags, supported, usable, launch_day, need, day)
+        assert got_codes.dtype == codes.dtype
+        np.testing.assert_array_equal(got_codes, codes)
+        np.testing.assert_array_equal(got_eligible, codes == ELIGIBLE)

@@ -199,6 +199,8 @@ class LeapCore:
         self._lineage_field = "job_id" if "prior_throughput" in self.without else "lineage_id"
         self.rules = EligibilityRules(catalog)
         self.hw = self.rules.hw
+        self._every_type_known = np.ones(len(self.hw), dtype=bool)
+        self._every_type_known.flags.writeable = False
         encoder = FeatureEncoder(self.hw, self.without)
         if "learned_model" in self.without:  # the weights and the intercept never move
             self.model = ThroughputModel(encoder, learning_rate=0.0, intercept_lr=0.0)
@@ -295,7 +297,7 @@ class LeapCore:
         check = eligibility or self.rules.check(event)
         every_type = event.get("candidate_hardware") is None
         if every_type:  # every catalog type, in order: no gather needed
-            known = np.ones(len(check.names), dtype=bool)
+            known = self._every_type_known
             positions = check.positions
         else:
             known = check.positions >= 0
@@ -346,9 +348,18 @@ class LeapCore:
             bool(state) and LINEAGE_KEY in state,
             submission.memory_risk,
         )
-        width = self.intervals.halfwidths(_SOURCES)[code]
-        predicted = np.where(known, np.exp(log_pred), np.nan)
-
+        # numpy's exp (numba's is the C library's, which differs in the last bit), of each
+        # source's half-width rather than of each candidate's: the same value either way
+        width = self.intervals.halfwidths(_SOURCES)
+        predicted, lower, upper, price = _ranked_values(
+            np.exp(log_pred),
+            known,
+            code,
+            np.exp(-width),
+            np.exp(width),
+            self.hw.price_per_device_hour,
+            positions,
+        )
         if remember:
             self._remember(event, check, base, log_pred.tolist(), code.tolist())
         return rank_candidates(
@@ -361,9 +372,9 @@ class LeapCore:
             eligible=check.eligible,
             reasons=check.reason,
             predicted=predicted,
-            lower=predicted * np.exp(-width),
-            upper=predicted * np.exp(width),
-            price=np.where(known, self.hw.price_per_device_hour[positions], np.nan),
+            lower=lower,
+            upper=upper,
+            price=price,
             source=_SOURCE_NAMES[code],
             risk=risk,
         )
@@ -902,6 +913,29 @@ def warm_up(catalog: Catalog) -> None:
                      "steps": 10}  # fmt: skip
         core.on_completed(completed)
         lookup.on_completed(completed)
+
+
+@numba.njit(cache=True)
+def _ranked_values(
+    throughput: np.ndarray,
+    known: np.ndarray,
+    code: np.ndarray,
+    below: np.ndarray,
+    above: np.ndarray,
+    price_per_device_hour: np.ndarray,
+    positions: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each candidate's predicted throughput, interval bounds and price (NaN where not a
+    catalog type); ``below`` and ``above``: each source's factors to its bounds."""
+    n = throughput.shape[0]
+    predicted, lower, upper, price = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    for i in range(n):
+        value = throughput[i] if known[i] else np.nan
+        predicted[i] = value
+        lower[i] = value * below[code[i]]
+        upper[i] = value * above[code[i]]
+        price[i] = price_per_device_hour[positions[i]] if known[i] else np.nan
+    return predicted, lower, upper, price
 
 
 @numba.njit(cache=True)

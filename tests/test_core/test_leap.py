@@ -36,6 +36,7 @@ from leap_stream.core.leap import (
     COLD_START_MIN_OBSERVATIONS,
     RISK_AVERSION,
     _predictions,
+    _ranked_values,
 )
 from leap_stream.core.priors import (
     PAIR_COMPLETIONS_HALVING,
@@ -44,7 +45,7 @@ from leap_stream.core.priors import (
     config_signature,
     lineage_offset,
 )
-from leap_stream.core.ranking import Ranking
+from leap_stream.core.ranking import SOURCES, Ranking
 from leap_stream.data.fleet import FleetConfig
 
 PREDICTORS: dict[str, PredictorFactory] = {
@@ -660,7 +661,7 @@ from leap_stream.core import adagrad, eligibility, leap, memory_risk, model, ran
 from leap_stream.core.catalog import default_catalog
 kernels = (adagrad.adagrad_step, leap._predictions, ranking._cost_and_order,
            model._add_pair_terms, memory_risk._pooled_rates, memory_risk._probabilities,
-           leap._out_of_memory_charges, eligibility._verdicts)
+           leap._out_of_memory_charges, eligibility._verdicts, leap._ranked_values)
 leap.warm_up(default_catalog())
 warm = [len(k.signatures) for k in kernels]
 fleet = Path(sys.argv[1])
@@ -711,3 +712,32 @@ def test_the_compiled_predictions_equal_numpys_to_the_bit() -> None:
                            unseen_type, transfers, memory_risk)  # fmt: skip
         for actual, expected in zip(got, (log_pred, code, risk), strict=True):
             np.testing.assert_array_equal(actual, expected)
+
+
+def test_the_compiled_ranked_values_equal_numpys_to_the_bit() -> None:
+    rng = np.random.default_rng(12)
+    n_types = 40
+    price_per_device_hour = rng.uniform(0.3, 12.0, n_types)
+    for _ in range(2000):
+        n = int(rng.integers(1, n_types))
+        positions = rng.integers(0, n_types, n)
+        known = rng.random(n) < 0.9
+        log_pred = rng.normal(8.0, 3.0, n)
+        code = rng.integers(0, len(SOURCES), n)
+        halfwidths = rng.exponential(0.3, len(SOURCES))
+        halfwidths[rng.random(len(SOURCES)) < 0.1] = np.inf  # a source not calibrated yet
+        # what LeapCore.rank computed with numpy before the loop was compiled
+        width = halfwidths[code]
+        predicted = np.where(known, np.exp(log_pred), np.nan)
+        expected = (
+            predicted,
+            predicted * np.exp(-width),
+            predicted * np.exp(width),
+            np.where(known, price_per_device_hour[positions], np.nan),
+        )
+        got = _ranked_values(
+            np.exp(log_pred), known, code, np.exp(-halfwidths), np.exp(halfwidths),
+            price_per_device_hour, positions,
+        )  # fmt: skip
+        for actual, wanted in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(actual, wanted)

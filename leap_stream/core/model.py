@@ -429,6 +429,8 @@ def _add_pair_terms(
     """Add to each type's ``log_throughput`` (in place) its one-hots' sum, its team one-hot
     (when ``team_columns`` is not empty), its slope on the device count and ``scalar``."""
     n, k = onehot_columns.shape
+    if onehot_values.shape[0] != k:  # (numba does not check bounds)
+        raise ValueError("one value per one-hot column")
     for h in range(n):
         onehots = mirror[onehot_columns[h, 0]] * onehot_values[0]
         for j in range(1, k):

@@ -154,6 +154,11 @@ def test_the_compiled_pair_terms_equal_numpys_to_the_bit() -> None:
             device, log_devices, scalar,
         )  # fmt: skip
         np.testing.assert_array_equal(got, expected)
+    with pytest.raises(ValueError, match="one value per one-hot column"):
+        model_module._add_pair_terms(
+            np.zeros(2), np.zeros(9), np.zeros((2, 3), dtype=np.int64), values,
+            model_module._NO_TEAM, 0.35, np.zeros(2, dtype=np.int64), 1.0, 0.0,
+        )  # fmt: skip
 
 
 def test_learns_a_real_relationship(model: ThroughputModel, hw_catalog: Catalog) -> None:

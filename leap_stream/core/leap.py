@@ -818,18 +818,17 @@ class LookupRanker:
         # the rows whose every entry is a catalog type; the others are read from the table
         self._rows: dict[tuple[str, int], np.ndarray] = {}
         self._off_catalog: set[tuple[str, int]] = set()
+        self._source_arrays: dict[int, np.ndarray] = {}
 
     def on_submitted(
         self, event: dict[str, Any], eligibility: Eligibility | None = None
     ) -> Ranking:
         """Rank by the table's medians for this model type and device count."""
         check = eligibility or self.rules.check(event)
-        known = check.positions >= 0
-        positions = np.where(known, check.positions, 0)
         row_key = (event["model_type"], event["num_devices"])
         row = self._rows.get(row_key)
         if row is not None and row_key not in self._off_catalog:
-            predicted = np.where(known, row[positions], np.nan)
+            predicted = _at_positions(check.positions, row)
         else:
             index = self.hw.index if event.get("candidate_hardware") is None else None
             predicted = self.table.predict_many(
@@ -848,9 +847,17 @@ class LookupRanker:
             predicted=predicted,
             lower=predicted,
             upper=predicted,
-            price=np.where(known, self.hw.price_per_device_hour[positions], np.nan),
-            source=_LOOKUP_SOURCE[np.zeros(len(check.names), dtype=np.int64)],
+            price=_at_positions(check.positions, self.hw.price_per_device_hour),
+            source=self._sources(len(check.names)),
         )
+
+    def _sources(self, n: int) -> np.ndarray:
+        """``n`` candidates' sources, all the lookup's (one read-only array per length)."""
+        sources = self._source_arrays.get(n)
+        if sources is None:
+            sources = self._source_arrays[n] = _LOOKUP_SOURCE[np.zeros(n, dtype=np.int64)]
+            sources.flags.writeable = False
+        return sources
 
     def remember(self, event: dict[str, Any]) -> None:
         """Remember a submission for its completion without ranking it."""
@@ -936,6 +943,15 @@ def _ranked_values(
         upper[i] = value * above[code[i]]
         price[i] = price_per_device_hour[positions[i]] if known[i] else np.nan
     return predicted, lower, upper, price
+
+
+@numba.njit(cache=True)
+def _at_positions(positions: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` (over the catalog) at each candidate's catalog position (NaN where -1)."""
+    gathered = np.empty(positions.shape[0])
+    for i in range(positions.shape[0]):
+        gathered[i] = values[positions[i]] if positions[i] >= 0 else np.nan
+    return gathered
 
 
 @numba.njit(cache=True)

@@ -35,6 +35,7 @@ from leap_stream.core.leap import (
     _TRANSFER,
     COLD_START_MIN_OBSERVATIONS,
     RISK_AVERSION,
+    _at_positions,
     _predictions,
     _ranked_values,
 )
@@ -661,7 +662,8 @@ from leap_stream.core import adagrad, eligibility, leap, memory_risk, model, ran
 from leap_stream.core.catalog import default_catalog
 kernels = (adagrad.adagrad_step, leap._predictions, ranking._cost_and_order,
            model._add_pair_terms, memory_risk._pooled_rates, memory_risk._probabilities,
-           leap._out_of_memory_charges, eligibility._verdicts, leap._ranked_values)
+           leap._out_of_memory_charges, eligibility._verdicts, leap._ranked_values,
+           leap._at_positions)
 leap.warm_up(default_catalog())
 warm = [len(k.signatures) for k in kernels]
 fleet = Path(sys.argv[1])
@@ -741,3 +743,14 @@ def test_the_compiled_ranked_values_equal_numpys_to_the_bit() -> None:
         )  # fmt: skip
         for actual, wanted in zip(got, expected, strict=True):
             np.testing.assert_array_equal(actual, wanted)
+
+
+def test_the_compiled_gather_equals_numpys() -> None:
+    rng = np.random.default_rng(13)
+    values = np.where(rng.random(40) < 0.3, np.nan, rng.uniform(1.0, 1e4, 40))
+    for _ in range(500):
+        positions = rng.integers(-1, 40, int(rng.integers(1, 60)))
+        known = positions >= 0
+        # what LookupRanker.on_submitted computed with numpy before the loop was compiled
+        expected = np.where(known, values[np.where(known, positions, 0)], np.nan)
+        np.testing.assert_array_equal(_at_positions(positions, values), expected)

@@ -351,14 +351,8 @@ class LeapCore:
         # numpy's exp (numba's is the C library's, which differs in the last bit), of each
         # source's half-width rather than of each candidate's: the same value either way
         width = self.intervals.halfwidths(_SOURCES)
-        predicted, lower, upper, price = _ranked_values(
-            np.exp(log_pred),
-            known,
-            code,
-            np.exp(-width),
-            np.exp(width),
-            self.hw.price_per_device_hour,
-            positions,
+        predicted, lower, upper = _ranked_values(
+            np.exp(log_pred), known, code, np.exp(-width), np.exp(width)
         )
         if remember:
             self._remember(event, check, base, log_pred.tolist(), code.tolist())
@@ -374,7 +368,7 @@ class LeapCore:
             predicted=predicted,
             lower=lower,
             upper=upper,
-            price=price,
+            price=_at_positions(check.positions, self.hw.price_per_device_hour),
             source=_SOURCE_NAMES[code],
             risk=risk,
         )
@@ -929,20 +923,17 @@ def _ranked_values(
     code: np.ndarray,
     below: np.ndarray,
     above: np.ndarray,
-    price_per_device_hour: np.ndarray,
-    positions: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each candidate's predicted throughput, interval bounds and price (NaN where not a
-    catalog type); ``below`` and ``above``: each source's factors to its bounds."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each candidate's predicted throughput and interval bounds (NaN where not a catalog
+    type); ``below`` and ``above``: each source's factors to its bounds."""
     n = throughput.shape[0]
-    predicted, lower, upper, price = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    predicted, lower, upper = np.empty(n), np.empty(n), np.empty(n)
     for i in range(n):
         value = throughput[i] if known[i] else np.nan
         predicted[i] = value
         lower[i] = value * below[code[i]]
         upper[i] = value * above[code[i]]
-        price[i] = price_per_device_hour[positions[i]] if known[i] else np.nan
-    return predicted, lower, upper, price
+    return predicted, lower, upper
 
 
 @numba.njit(cache=True)

@@ -43,6 +43,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numba
 import numpy as np
 
 from leap_stream.core.features import RecentCache
@@ -84,6 +85,7 @@ MIN_SHARPNESS_SCORED = 20
 LOCAL_CAPACITY = 32
 _COORDINATES = 5
 _SHARPNESSES = np.array(LOCAL_SHARPNESSES)
+_NO_ROW = np.zeros((3, 0))  # a level nobody measured from this reference: skipped
 # Entries per generation of the cache of what a reference's rows say (PairwiseTransfer._cache).
 CACHE_SIZE = 4096
 _ALL = "*"
@@ -133,18 +135,14 @@ class _Neighbours:
         self.size = min(self.size + 1, len(self.value))
         self.next = at + 1
 
-    def weighted(
-        self, coordinates: np.ndarray, n: int, sharpness: float
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Per target position: the sums of weight x value and of weights near ``coordinates``."""
-        k = self.size
-        distance = np.abs(self.coordinates[:k] - coordinates).sum(axis=1)
-        weight = np.exp(-sharpness * distance)
-        target = self.target[:k]
-        return (
-            np.bincount(target, weight * self.value[:k], minlength=n),
-            np.bincount(target, weight, minlength=n),
-        )
+    def near(self, coordinates: np.ndarray, pooled: np.ndarray, sharpness: float) -> np.ndarray:
+        """Per target position: the mean of the values near ``coordinates``, each weighing
+        exp(-sharpness x its distance), with ``pooled`` as one more value of weight
+        exp(-sharpness x LOCAL_PRIOR_DISTANCE)."""
+        # numpy's exp between the two kernels: numba's is the C library's, which differs
+        weight = np.exp(_scaled_distances(self.coordinates, self.size, coordinates, sharpness))
+        prior = math.exp(-sharpness * LOCAL_PRIOR_DISTANCE)
+        return _weighted_means(self.target, self.value, weight, pooled, prior)
 
     def estimates(self, coordinates: np.ndarray, target: int, mean: float) -> np.ndarray | None:
         """The level's estimate for ``target`` at each of LOCAL_SHARPNESSES (None without a
@@ -228,10 +226,7 @@ class PairwiseTransfer:
         near = self._local.get((model_type, reference)) if coordinates is not None else None
         if near is None:
             return pooled
-        sharpness = self.local_sharpness()
-        sums, weights = near.weighted(coordinates, len(self.hardware), sharpness)
-        prior = math.exp(-sharpness * LOCAL_PRIOR_DISTANCE)
-        return (sums + prior * pooled) / (weights + prior)
+        return near.near(coordinates, pooled, self.local_sharpness())
 
     def _pooled(
         self, model_type: str, family: str, reference: int
@@ -255,19 +250,20 @@ class PairwiseTransfer:
     def _pooled_afresh(
         self, model_type: str, family: str, reference: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        n = len(self.hardware)
-        value, evidence = np.zeros(n), np.zeros(n)
-        for i, key in enumerate(self._levels(model_type, family)):
-            row = self._rows.get((key, reference))
-            if row is None:
-                continue
-            if i == 0:
-                value = np.divide(row[0], row[1], out=np.zeros(n), where=row[1] > 0)
-                evidence = row[1].copy()  # (the row moves on; what was read must not)
-            else:
-                value = (row[0] + PRIOR_WEIGHT * value) / (row[1] + PRIOR_WEIGHT)
+        value, evidence = _pooled_rows(
+            len(self.hardware), *self._level_rows(model_type, family, reference)
+        )
         value.flags.writeable = evidence.flags.writeable = False  # (cached: see _read)
         return value, evidence
+
+    def _level_rows(
+        self, model_type: str, family: str, reference: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``reference``'s rows at each level, all jobs first (_NO_ROW where there is none)."""
+        rows = self._rows
+        return tuple(
+            rows.get((key, reference), _NO_ROW) for key in self._levels(model_type, family)
+        )
 
     def local_sharpness(self) -> float:
         """The sharpness of the configuration-local level with the least prequential squared
@@ -284,15 +280,7 @@ class PairwiseTransfer:
         return self._read(self._spread_afresh, model_type, family, reference)
 
     def _spread_afresh(self, model_type: str, family: str, reference: int) -> np.ndarray:
-        spread = np.full(len(self.hardware), DEFAULT_SPREAD)
-        for key in self._levels(model_type, family):
-            row = self._rows.get((key, reference))
-            if row is None:
-                continue
-            enough = row[1] >= MIN_SPREAD_WEIGHT
-            mean = np.divide(row[0], row[1], out=np.zeros_like(spread), where=enough)
-            square = np.divide(row[2], row[1], out=np.zeros_like(spread), where=enough)
-            spread = np.where(enough, np.maximum(square - mean * mean, MIN_SPREAD), spread)
+        spread = _spread_rows(len(self.hardware), *self._level_rows(model_type, family, reference))
         spread.flags.writeable = False  # (cached: see _read)
         return spread
 
@@ -390,3 +378,74 @@ class PairwiseTransfer:
         self.local_scored += 1
         decay = 1.0 / min(self.local_scored, ERROR_WINDOW)
         self.local_error += ((estimates - measured) ** 2 - self.local_error) * decay
+
+
+# Compiled: the numpy operations each replaced, element by element in the same order, so the
+# same bits (a dozen small numpy calls for each reference of each submission).
+@numba.njit(cache=True)
+def _pooled_rows(
+    n: int, everyone: np.ndarray, family: np.ndarray, model_type: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pooled ratio to each type and the all-jobs weight behind it, from a reference's
+    ``[sums, weights, sums of squares]`` rows (no columns: no row at that level)."""
+    value, evidence = np.zeros(n), np.zeros(n)
+    if everyone.shape[1]:
+        for j in range(n):
+            if everyone[1, j] > 0:
+                value[j] = everyone[0, j] / everyone[1, j]
+            evidence[j] = everyone[1, j]  # (a copy: the row moves on, what was read must not)
+    for row in (family, model_type):
+        if row.shape[1]:
+            for j in range(n):
+                value[j] = (row[0, j] + PRIOR_WEIGHT * value[j]) / (row[1, j] + PRIOR_WEIGHT)
+    return value, evidence
+
+
+@numba.njit(cache=True)
+def _spread_rows(
+    n: int, everyone: np.ndarray, family: np.ndarray, model_type: np.ndarray
+) -> np.ndarray:
+    """The spread of the ratios to each type at the most specific level with enough weight."""
+    spread = np.full(n, DEFAULT_SPREAD)
+    for row in (everyone, family, model_type):
+        if row.shape[1]:
+            for j in range(n):
+                if row[1, j] >= MIN_SPREAD_WEIGHT:
+                    mean = row[0, j] / row[1, j]
+                    variance = row[2, j] / row[1, j] - mean * mean
+                    # (np.maximum's: NaN stays NaN)
+                    spread[j] = (
+                        variance if variance >= MIN_SPREAD or variance != variance else MIN_SPREAD
+                    )
+    return spread
+
+
+@numba.njit(cache=True)
+def _scaled_distances(
+    coordinates: np.ndarray, k: int, here: np.ndarray, sharpness: float
+) -> np.ndarray:
+    """-sharpness x each of the first ``k`` rows' L1 distance to ``here`` (summed in order)."""
+    scaled = np.empty(k)
+    for i in range(k):
+        distance = 0.0
+        for c in range(coordinates.shape[1]):
+            distance += abs(np.float64(coordinates[i, c]) - here[c])
+        scaled[i] = -sharpness * distance
+    return scaled
+
+
+@numba.njit(cache=True)
+def _weighted_means(
+    target: np.ndarray, value: np.ndarray, weight: np.ndarray, pooled: np.ndarray, prior: float
+) -> np.ndarray:
+    """Per target position, ``(sum of weight x value + prior x pooled) / (sum of weights +
+    prior)`` over the first ``len(weight)`` observations, summed in their order."""
+    n = pooled.shape[0]
+    sums, weights = np.zeros(n), np.zeros(n)
+    for i in range(weight.shape[0]):
+        sums[target[i]] += weight[i] * np.float64(value[i])
+        weights[target[i]] += weight[i]
+    near = np.empty(n)
+    for j in range(n):
+        near[j] = (sums[j] + prior * pooled[j]) / (weights[j] + prior)
+    return near

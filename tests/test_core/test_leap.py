@@ -658,12 +658,13 @@ _WARM_UP_THEN_REPLAY = """
 import json, sys
 from pathlib import Path
 from leap_stream.backtest.replay import replay
-from leap_stream.core import adagrad, eligibility, leap, memory_risk, model, ranking
+from leap_stream.core import adagrad, eligibility, leap, memory_risk, model, ranking, transfer
 from leap_stream.core.catalog import default_catalog
 kernels = (adagrad.adagrad_step, leap._predictions, ranking._cost_and_order,
            model._add_pair_terms, memory_risk._pooled_rates, memory_risk._probabilities,
            leap._out_of_memory_charges, eligibility._verdicts, leap._ranked_values,
-           leap._at_positions)
+           leap._at_positions, transfer._pooled_rows, transfer._spread_rows,
+           transfer._scaled_distances, transfer._weighted_means)
 leap.warm_up(default_catalog())
 warm = [len(k.signatures) for k in kernels]
 fleet = Path(sys.argv[1])

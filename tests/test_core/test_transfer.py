@@ -15,8 +15,13 @@ from leap_stream.core.catalog import default_catalog
 from leap_stream.core.leap import LeapCore
 from leap_stream.core.transfer import (
     DEFAULT_SHARPNESS,
+    DEFAULT_SPREAD,
+    LOCAL_PRIOR_DISTANCE,
     LOCAL_SHARPNESSES,
     MIN_SHARPNESS_SCORED,
+    MIN_SPREAD,
+    MIN_SPREAD_WEIGHT,
+    PRIOR_WEIGHT,
     PairwiseTransfer,
     config_coordinates,
 )
@@ -399,3 +404,63 @@ def test_what_a_reference_says_is_cached_until_a_ratio_to_or_from_it_is_learned(
     loaded = pickle.loads(pickle.dumps(pairs))  # the cache stays behind, and refills
     assert len(loaded._cache.new) == 0
     np.testing.assert_array_equal(loaded.spread("vgg", "cnn", 2), pairs.spread("vgg", "cnn", 2))
+
+
+def _numpy_reads(
+    pairs: PairwiseTransfer, model_type: str, family: str, reference: int, coordinates: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What measured_ratio (near ``coordinates``) and spread computed with numpy before their
+    loops were compiled: (ratio, evidence, spread)."""
+    n = len(pairs.hardware)
+    value, evidence, spread = np.zeros(n), np.zeros(n), np.full(n, DEFAULT_SPREAD)
+    for i, key in enumerate(pairs._levels(model_type, family)):
+        row = pairs._rows.get((key, reference))
+        if row is None:
+            continue
+        if i == 0:
+            value = np.divide(row[0], row[1], out=np.zeros(n), where=row[1] > 0)
+            evidence = row[1].copy()
+        else:
+            value = (row[0] + PRIOR_WEIGHT * value) / (row[1] + PRIOR_WEIGHT)
+        enough = row[1] >= MIN_SPREAD_WEIGHT
+        mean = np.divide(row[0], row[1], out=np.zeros(n), where=enough)
+        square = np.divide(row[2], row[1], out=np.zeros(n), where=enough)
+        spread = np.where(enough, np.maximum(square - mean * mean, MIN_SPREAD), spread)
+    near = pairs._local.get((model_type, reference))
+    if near is not None:
+        sharpness = pairs.local_sharpness()
+        k = near.size
+        distance = np.abs(near.coordinates[:k] - coordinates).sum(axis=1)
+        weight = np.exp(-sharpness * distance)
+        sums = np.bincount(near.target[:k], weight * near.value[:k], minlength=n)
+        weights = np.bincount(near.target[:k], weight, minlength=n)
+        prior = math.exp(-sharpness * LOCAL_PRIOR_DISTANCE)
+        value = (sums + prior * value) / (weights + prior)
+    return value, evidence, spread
+
+
+def test_the_compiled_reads_equal_numpys_to_the_bit() -> None:
+    rng = np.random.default_rng(11)
+    n = 12
+    pairs = PairwiseTransfer([f"T{i}" for i in range(n)])
+    kinds = [("resnet", "cnn"), ("vgg", "cnn"), ("bert", "dense_llm"), ("gpt", "dense_llm")]
+    for step in range(4000):
+        model_type, family = kinds[rng.integers(len(kinds))]
+        reference, hardware = rng.choice(n, size=2, replace=False).tolist()
+        coordinates = rng.integers(0, 8, 5).astype(float) + rng.normal(0, 0.3, 5)
+        if step % 4 == 0:  # every level and the local one, as they fill (none at first)
+            ratio, evidence = pairs.measured_ratio(model_type, family, reference, coordinates)
+            expected = _numpy_reads(pairs, model_type, family, reference, coordinates)
+            np.testing.assert_array_equal(ratio, expected[0])
+            np.testing.assert_array_equal(evidence, expected[1])
+            np.testing.assert_array_equal(pairs.spread(model_type, family, reference), expected[2])
+        pairs.learn_one(
+            model_type,
+            family,
+            reference=reference,
+            hardware=hardware,
+            measured=float(rng.normal(0.1 * (hardware - reference), 0.05 + 0.1 * (hardware % 3))),
+            model=0.0,
+            coordinates=coordinates,
+        )
+    assert pairs.local_scored >= MIN_SHARPNESS_SCORED  # the chosen sharpness was read too

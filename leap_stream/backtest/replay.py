@@ -230,10 +230,10 @@ def _value_for(
         i = ranking.hardware.index(hardware)
     except ValueError:
         return None, None, None, None
-    value = ranking.predicted[i]
-    if not np.isfinite(value):
-        return None, None, None, str(ranking.source[i])
-    return float(value), float(ranking.lower[i]), float(ranking.upper[i]), str(ranking.source[i])
+    value, source = float(ranking.predicted[i]), str(ranking.source[i])
+    if not math.isfinite(value):
+        return None, None, None, source
+    return value, float(ranking.lower[i]), float(ranking.upper[i]), source
 
 
 @dataclass(slots=True)

@@ -23,6 +23,8 @@ the estimate (a few percent just under the limit, nearly nothing well below it).
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Sequence
 
 import numba
@@ -32,6 +34,7 @@ __all__ = ["MemoryRisk"]
 
 # Bin edges of the memory ratio: fine near the limit, where the risk lives.
 EDGES = np.array([0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1, 1.25])
+_EDGES = EDGES.tolist()  # (bisect's, for one ratio: numpy's searchsorted costs more there)
 # Before any outcome: the estimate is trusted, less so near the limit (per bin, EDGES order
 # with one more below and one above).
 PRIOR_RATE = np.array([0.0, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.3, 0.6, 0.9])
@@ -51,14 +54,11 @@ class MemoryRisk:
         self._counts: dict[str, np.ndarray] = {}
         self.failures = 0
 
-    def _bins(self, ratios: Sequence[float] | np.ndarray) -> np.ndarray:
-        return EDGES.searchsorted(np.asarray(ratios, dtype=float), side="right")
-
     def learn_one(self, family: str, ratio: float, *, out_of_memory: bool) -> None:
         """One attempt at this memory ratio: it ran out of memory, or it fit."""
-        if not np.isfinite(ratio):
+        if not math.isfinite(ratio):
             return
-        b = int(self._bins([ratio])[0])
+        b = bisect.bisect_right(_EDGES, ratio)
         for key in (family, _ALL):
             counts = self._counts.get(key)
             if counts is None:

@@ -185,10 +185,11 @@ class PairwiseTransfer:
         # is learned: (kind, model type, family, reference) -> (that reference's version, value)
         self._cache = RecentCache(CACHE_SIZE)
         self._versions = [0] * len(self.hardware)
+        self._sharpness: float | None = None  # local_sharpness, until the next score
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_cache"], state["_versions"]
+        del state["_cache"], state["_versions"], state["_sharpness"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -268,9 +269,13 @@ class PairwiseTransfer:
     def local_sharpness(self) -> float:
         """The sharpness of the configuration-local level with the least prequential squared
         error so far (DEFAULT_SHARPNESS until MIN_SHARPNESS_SCORED are scored)."""
-        if self.local_scored < MIN_SHARPNESS_SCORED:
-            return DEFAULT_SHARPNESS
-        return LOCAL_SHARPNESSES[int(np.argmin(self.local_error))]
+        if self._sharpness is None:
+            self._sharpness = (
+                DEFAULT_SHARPNESS
+                if self.local_scored < MIN_SHARPNESS_SCORED
+                else LOCAL_SHARPNESSES[int(np.argmin(self.local_error))]
+            )
+        return self._sharpness
 
     def spread(self, model_type: str, family: str, reference: int) -> np.ndarray:
         """How much jobs' ratios from ``reference`` to each type vary around their mean (a
@@ -378,6 +383,7 @@ class PairwiseTransfer:
         self.local_scored += 1
         decay = 1.0 / min(self.local_scored, ERROR_WINDOW)
         self.local_error += ((estimates - measured) ** 2 - self.local_error) * decay
+        self._sharpness = None
 
 
 # Compiled: the numpy operations each replaced, element by element in the same order, so the

@@ -70,7 +70,7 @@ from leap_stream.core.priors import (
 )
 from leap_stream.core.ranking import SOURCES, Ranking, rank_candidates
 from leap_stream.core.submission import Reference, Submission
-from leap_stream.core.transfer import PairwiseTransfer, config_coordinates
+from leap_stream.core.transfer import PairwiseTransfer, blended, config_coordinates
 
 __all__ = [
     "COLD_START_MIN_OBSERVATIONS",
@@ -490,7 +490,7 @@ class LeapCore:
         if not submission.references:
             return np.full(len(positions), submission.entries.lineage_mean)
         job = submission.job
-        efficiency = base - self.model.encoder.baseline(job, positions)
+        baseline = self.model.encoder.baseline(job, positions)
         total = np.zeros(len(positions))
         weights = np.zeros(len(positions))
         for reference in submission.references:
@@ -499,19 +499,22 @@ class LeapCore:
             reference_job = job if config is None else self.model.encoder.job(config)
             modelled = self.model.predict_many(reference_job, at)[0]
             reference_efficiency = modelled - self.model.encoder.baseline(reference_job, at)[0]
-            correction = PairwiseTransfer.blend(
-                reference.measured,
-                reference.evidence,
-                efficiency - reference_efficiency,
-                submission.blend,
-            )
             residual = reference.log_throughput - modelled
             # shrink what may be the lineage's noise, not the model's gross error of a new type
             shrink = SHRINK_TRANSFER / (1.0 + SHRINK_TRANSFER)
             residual -= shrink * min(max(residual, -SHRINK_UP_TO), SHRINK_UP_TO)
-            # a reference whose ratio to a candidate varies little across jobs says more
-            total += reference.weight * (residual + correction)
-            weights += reference.weight
+            _add_reference(
+                total,
+                weights,
+                reference.weight,
+                residual,
+                reference.measured,
+                reference.evidence,
+                base,
+                baseline,
+                reference_efficiency,
+                submission.blend,
+            )
         return total / weights
 
     def _latest_residual(self, state: dict[str, Any] | None) -> float | None:
@@ -934,6 +937,31 @@ def _ranked_values(
         lower[i] = value * below[code[i]]
         upper[i] = value * above[code[i]]
     return predicted, lower, upper
+
+
+@numba.njit(cache=True)
+def _add_reference(
+    total: np.ndarray,
+    weights: np.ndarray,
+    weight: np.ndarray,
+    residual: float,
+    measured: np.ndarray,
+    evidence: np.ndarray,
+    base: np.ndarray,
+    baseline: np.ndarray,
+    reference_efficiency: float,
+    blend: float,
+) -> None:
+    """Add one reference's say on each candidate to ``total`` and its ``weight`` to
+    ``weights``, in place: its residual plus the model's efficiency ratio from it (``base`` less
+    ``baseline``, less ``reference_efficiency``) corrected by what related jobs measured
+    (:meth:`PairwiseTransfer.blend`). A reference whose ratio to a candidate varies little
+    across jobs weighs more there."""
+    for j in range(total.shape[0]):
+        model = (base[j] - baseline[j]) - reference_efficiency
+        correction = blended(measured[j], evidence[j], model, blend)
+        total[j] += weight[j] * (residual + correction)
+        weights[j] += weight[j]
 
 
 @numba.njit(cache=True)

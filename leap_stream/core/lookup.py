@@ -12,7 +12,7 @@ One entry per (model type, hardware type, device count): the median of the most 
 
 from __future__ import annotations
 
-import statistics
+import bisect
 from collections import deque
 from collections.abc import Mapping, Sequence
 
@@ -26,7 +26,8 @@ class LookupTable:
 
     def __init__(self, window: int = 64) -> None:
         self.window = window
-        self._values: dict[tuple[str, str, int], deque[float]] = {}
+        # key -> its recent throughputs, oldest first, and the same values sorted
+        self._values: dict[tuple[str, str, int], tuple[deque[float], list[float]]] = {}
         # (model_type, num_devices) -> {hardware_type: median}: one lookup finds a job's row
         self._medians: dict[tuple[str, int], dict[str, float]] = {}
         self._entries = 0
@@ -41,12 +42,18 @@ class LookupTable:
         key = (model_type, hardware, num_devices)
         values = self._values.get(key)
         if values is None:
-            values = self._values[key] = deque(maxlen=self.window)
+            values = self._values[key] = (deque(), [])
             self._entries += 1
-        values.append(throughput)
-        self._medians.setdefault((model_type, num_devices), {})[hardware] = statistics.median(
-            values
+        recent, ordered = values
+        if len(recent) == self.window:  # the oldest leaves both
+            del ordered[bisect.bisect_left(ordered, recent.popleft())]
+        recent.append(throughput)
+        bisect.insort(ordered, throughput)
+        middle = len(ordered) // 2  # (statistics.median's arithmetic, without its sort)
+        median = (
+            ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
         )
+        self._medians.setdefault((model_type, num_devices), {})[hardware] = median
 
     def predict_one(self, model_type: str, hardware: str, num_devices: int) -> float | None:
         """The median for this key, or None when the table has no entry."""

@@ -311,7 +311,7 @@ class PairwiseTransfer:
     ) -> np.ndarray:
         """:meth:`correction` from :meth:`measured_ratio`'s two arrays (at the same positions
         as ``model``) and :meth:`measured_weight`."""
-        return np.where(evidence > 0, weight * (measured - model), 0.0)
+        return _blend(measured, evidence, model, weight)
 
     def measured_weight(self) -> float:
         """The blend's weight of the measured ratios: the one that minimises the blend's mean
@@ -424,6 +424,22 @@ def _spread_rows(
                         variance if variance >= MIN_SPREAD or variance != variance else MIN_SPREAD
                     )
     return spread
+
+
+@numba.njit(cache=True)
+def blended(measured: float, evidence: float, model: float, weight: float) -> float:
+    """:meth:`PairwiseTransfer.blend` of one type (for other kernels)."""
+    return weight * (measured - model) if evidence > 0 else 0.0
+
+
+@numba.njit(cache=True)
+def _blend(
+    measured: np.ndarray, evidence: np.ndarray, model: np.ndarray, weight: float
+) -> np.ndarray:
+    correction = np.empty(model.shape[0])
+    for j in range(model.shape[0]):
+        correction[j] = blended(measured[j], evidence[j], model[j], weight)
+    return correction
 
 
 @numba.njit(cache=True)

@@ -35,6 +35,7 @@ from leap_stream.core.leap import (
     _TRANSFER,
     COLD_START_MIN_OBSERVATIONS,
     RISK_AVERSION,
+    _add_reference,
     _at_positions,
     _predictions,
     _ranked_values,
@@ -47,6 +48,7 @@ from leap_stream.core.priors import (
     lineage_offset,
 )
 from leap_stream.core.ranking import SOURCES, Ranking
+from leap_stream.core.transfer import PairwiseTransfer
 from leap_stream.data.fleet import FleetConfig
 
 PREDICTORS: dict[str, PredictorFactory] = {
@@ -663,8 +665,8 @@ from leap_stream.core.catalog import default_catalog
 kernels = (adagrad.adagrad_step, leap._predictions, ranking._cost_and_order,
            model._add_pair_terms, memory_risk._pooled_rates, memory_risk._probabilities,
            leap._out_of_memory_charges, eligibility._verdicts, leap._ranked_values,
-           leap._at_positions, transfer._pooled_rows, transfer._spread_rows,
-           transfer._scaled_distances, transfer._weighted_means)
+           leap._at_positions, leap._add_reference, transfer._pooled_rows,
+           transfer._spread_rows, transfer._scaled_distances, transfer._weighted_means)
 leap.warm_up(default_catalog())
 warm = [len(k.signatures) for k in kernels]
 fleet = Path(sys.argv[1])
@@ -748,3 +750,33 @@ def test_the_compiled_gather_equals_numpys() -> None:
         # what both rankings' prices and the lookup's medians were with numpy before
         expected = np.where(known, values[np.where(known, positions, 0)], np.nan)
         np.testing.assert_array_equal(_at_positions(positions, values), expected)
+
+
+def test_the_compiled_transfer_offsets_equal_numpys_to_the_bit() -> None:
+    rng = np.random.default_rng(14)
+    for _ in range(2000):
+        n = int(rng.integers(1, 40))
+        base, baseline = rng.normal(8.0, 2.0, n), rng.normal(8.0, 2.0, n)
+        blend = float(rng.choice([0.0, 1.0, rng.random()]))
+        total, weights = np.zeros(n), np.zeros(n)
+        expected_total, expected_weights = np.zeros(n), np.zeros(n)
+        for _ in range(int(rng.integers(1, 4))):  # a lineage's references
+            weight = 1.0 / rng.exponential(0.05, n)
+            measured, reference_efficiency = rng.normal(0.0, 0.3, n), float(rng.normal(0.0, 0.5))
+            evidence = np.where(rng.random(n) < 0.3, 0.0, rng.exponential(5.0, n))
+            residual = float(rng.normal(0.0, 0.2))
+            # what LeapCore._transfer_offsets computed with numpy before the loop was compiled
+            efficiency = base - baseline
+            correction = np.where(
+                evidence > 0, blend * (measured - (efficiency - reference_efficiency)), 0.0
+            )
+            expected_total += weight * (residual + correction)
+            expected_weights += weight
+            _add_reference(total, weights, weight, residual, measured, evidence, base, baseline,
+                           reference_efficiency, blend)  # fmt: skip
+            model = efficiency - reference_efficiency
+            np.testing.assert_array_equal(
+                PairwiseTransfer.blend(measured, evidence, model, blend), correction
+            )
+        np.testing.assert_array_equal(total, expected_total)
+        np.testing.assert_array_equal(weights, expected_weights)

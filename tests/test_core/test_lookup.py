@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,16 @@ def test_only_the_most_recent_window_counts() -> None:
     for x in (6.0, 7.0):
         table.learn_one("bert", "A100-SXM-80GB", 8, x)
     assert table.predict_one("bert", "A100-SXM-80GB", 8) == 6.0  # 5, 6, 7
+
+
+def test_the_median_is_statistics_median_of_the_window() -> None:
+    rng = np.random.default_rng(4)
+    table, window = LookupTable(window=8), deque(maxlen=8)
+    for _ in range(2000):  # repeats included: one of equal values leaves the window
+        x = float(rng.choice([1.0, 2.5, 3.0])) if rng.random() < 0.3 else float(rng.lognormal())
+        table.learn_one("bert", "H100-SXM", 8, x)
+        window.append(x)
+        assert table.predict_one("bert", "H100-SXM", 8) == statistics.median(window)
 
 
 def test_abstains_where_it_has_no_entry() -> None:

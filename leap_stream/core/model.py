@@ -311,8 +311,9 @@ class ThroughputModel:
         if table is None:
             table = self.encoder.numeric(job).copy()
             for row, bounds in zip(range(len(table))[TYPE_SLOPES], ranges, strict=True):
-                if bounds is not None:
-                    np.clip(table[row], *bounds, out=table[row])
+                if bounds is not None:  # (np.clip's arithmetic, without its wrappers)
+                    values = table[row]
+                    np.minimum(np.maximum(values, bounds[0], out=values), bounds[1], out=values)
             table.flags.writeable = False
             self._clipped.put(key, table)
         return table

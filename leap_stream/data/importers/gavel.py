@@ -27,6 +27,7 @@ from leap_stream.data.importers.attempts import (
     ImportStats,
     measurement_events,
     read_table,
+    succeeded_on,
     write_events,
 )
 
@@ -236,13 +237,7 @@ def _attempt(
             "requested_hardware": hardware,
             "candidate_hardware": None,
         },
-        "completed": {
-            "hardware_type": hardware,
-            "num_devices": gpus,
-            "status": "succeeded",
-            "throughput": float(throughput),
-            "steps": None,
-        },
+        "completed": succeeded_on(hardware, gpus, throughput),
     }
 
 

@@ -43,6 +43,7 @@ from leap_stream.data.importers.attempts import (
     ImportStats,
     attempt_events,
     read_table,
+    succeeded_on,
     write_events,
 )
 
@@ -739,13 +740,7 @@ def _attempt(
             "requested_hardware": hardware,
             "candidate_hardware": None,
         },
-        "completed": {
-            "hardware_type": hardware,
-            "num_devices": int(count),
-            "status": "succeeded",
-            "throughput": throughput,
-            "steps": max(1, round(samples / batch)),
-        },
+        "completed": succeeded_on(hardware, int(count), throughput, max(1, round(samples / batch))),
     }
 
 

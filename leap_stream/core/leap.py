@@ -52,7 +52,7 @@ from leap_stream.core.features import FeatureEncoder, JobFeatures, RecentCache
 from leap_stream.core.inputs import check_groups
 from leap_stream.core.intervals import ConformalIntervals
 from leap_stream.core.lookup import LookupTable
-from leap_stream.core.memory_risk import MemoryRisk
+from leap_stream.core.memory_risk import MemoryRisk, bin_probabilities
 from leap_stream.core.model import PreparedPair, ThroughputModel
 from leap_stream.core.priors import (
     HALF_LIFE_DAYS,
@@ -142,6 +142,7 @@ MIN_LINEAGES_KEPT = 100_000
 _SOURCES = SOURCES[:4]  # the model's own: lineage_prior, transfer, model, cold_start
 _LINEAGE_PRIOR, _TRANSFER, _MODEL, _COLD_START = range(4)
 _SOURCE_NAMES = np.array(_SOURCES)
+_NO_FAILURES = np.zeros(0, dtype=np.int64)  # (no type this configuration ran out of memory on)
 _LOOKUP_SOURCE = np.array(["lookup"])
 
 
@@ -426,13 +427,14 @@ class LeapCore:
         of memory on is as good as certain to, and so is any type where the catalog's estimate
         gives it a larger share of memory than there.
         """
-        ratio = check.memory_needed_gb / self.rules.usable_memory[positions]
-        p = self.memory_risk.predict_many(event["model_family"], ratio)
         failed = [index[h] for h in out_of_memory_on(state, signature) if h in index]
-        if failed:  # what did not fit at a share of memory will not fit at a larger one
-            p[failed] = 1.0
-            p[ratio >= ratio[failed].min()] = 1.0
-        return _out_of_memory_charges(p)
+        return _out_of_memory_charges(
+            check.memory_needed_gb,
+            self.rules.usable_memory,
+            positions,
+            self.memory_risk.rates(event["model_family"]),
+            np.array(failed, dtype=np.int64) if failed else _NO_FAILURES,
+        )
 
     def _references(
         self,
@@ -973,11 +975,33 @@ def _at_positions(positions: np.ndarray, values: np.ndarray) -> np.ndarray:
     return gathered
 
 
-@numba.njit(cache=True)
-def _out_of_memory_charges(p: np.ndarray) -> np.ndarray:
-    """What each candidate's chance ``p`` of running out of memory adds to its ranking key."""
-    charges = np.empty(p.shape[0])
-    for i in range(p.shape[0]):
+# error_model="numpy": a type of no usable memory gives an infinite ratio, as numpy's division
+@numba.njit(error_model="numpy", cache=True)
+def _out_of_memory_charges(
+    need: float, usable: np.ndarray, positions: np.ndarray, rates: np.ndarray, failed: np.ndarray
+) -> np.ndarray:
+    """What each candidate's chance of running out of memory adds to its ranking key: at its
+    memory ratio ``need / usable`` (at its catalog position), the ratio's bin's rate
+    (:meth:`MemoryRisk.rates`), or certain where the configuration ``failed`` (candidate
+    indices) and at any ratio as large as the smallest there."""
+    n = positions.shape[0]
+    ratio = np.empty(n)
+    for i in range(n):
+        ratio[i] = need / usable[positions[i]]
+    p = bin_probabilities(ratio, rates)
+    if failed.shape[0]:  # what did not fit at a share of memory will not fit at a larger one
+        lowest = np.inf
+        for f in failed:
+            p[f] = 1.0
+            if ratio[f] != ratio[f] or lowest != lowest:  # (numpy's min: NaN wins)
+                lowest = np.nan
+            elif ratio[f] < lowest:
+                lowest = ratio[f]
+        for i in range(n):
+            if ratio[i] >= lowest:
+                p[i] = 1.0
+    charges = np.empty(n)
+    for i in range(n):
         capped = min(p[i], MAX_OOM_RISK)
         charges[i] = OUT_OF_MEMORY_COST * capped / (1.0 - capped)
     return charges

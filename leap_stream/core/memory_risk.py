@@ -74,7 +74,7 @@ class MemoryRisk:
 
     def predict_many(self, family: str, ratios: Sequence[float] | np.ndarray) -> np.ndarray:
         """Out-of-memory probability at each memory ratio (NaN or infinite ratio: 0)."""
-        return _probabilities(np.asarray(ratios, dtype=float), self.rates(family))
+        return bin_probabilities(np.asarray(ratios, dtype=float), self.rates(family))
 
 
 # Compiled: a dozen numpy calls on arrays of ten bins and a few dozen candidates, once a
@@ -92,7 +92,7 @@ def _pooled_rates(everyone: np.ndarray, family: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _probabilities(ratios: np.ndarray, rate: np.ndarray) -> np.ndarray:
+def bin_probabilities(ratios: np.ndarray, rate: np.ndarray) -> np.ndarray:
     """Each ratio's bin's rate (0 where the ratio is not finite)."""
     p = np.zeros(ratios.shape[0])
     for i in range(ratios.shape[0]):

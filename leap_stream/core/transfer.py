@@ -39,6 +39,7 @@ ratio.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -108,6 +109,13 @@ def config_coordinates(job: Mapping[str, Any]) -> np.ndarray:
             max(int(job["pipeline_parallel"]), 1),
         ]
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _level_keys(model_type: str, family: str) -> tuple[str, str, str]:
+    """The keys of a model type's three levels, all jobs first (made once: read per reference
+    of every submission)."""
+    return (_ALL, f"family={family}", f"type={model_type}")
 
 
 class _Neighbours:
@@ -201,7 +209,7 @@ class PairwiseTransfer:
         self.__dict__.setdefault("local_scored", 0)
 
     def _levels(self, model_type: str, family: str) -> tuple[str, str, str]:
-        return (_ALL, f"family={family}", f"type={model_type}")
+        return _level_keys(model_type, family)
 
     def measured_ratio(
         self,
@@ -261,9 +269,12 @@ class PairwiseTransfer:
         self, model_type: str, family: str, reference: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``reference``'s rows at each level, all jobs first (_NO_ROW where there is none)."""
+        everyone, of_family, of_type = _level_keys(model_type, family)
         rows = self._rows
-        return tuple(
-            rows.get((key, reference), _NO_ROW) for key in self._levels(model_type, family)
+        return (
+            rows.get((everyone, reference), _NO_ROW),
+            rows.get((of_family, reference), _NO_ROW),
+            rows.get((of_type, reference), _NO_ROW),
         )
 
     def local_sharpness(self) -> float:

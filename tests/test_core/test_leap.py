@@ -663,7 +663,7 @@ from leap_stream.backtest.replay import replay
 from leap_stream.core import adagrad, eligibility, leap, memory_risk, model, ranking, transfer
 from leap_stream.core.catalog import default_catalog
 kernels = (adagrad.adagrad_step, leap._predictions, ranking._cost_and_order,
-           model._add_pair_terms, memory_risk._pooled_rates, memory_risk._probabilities,
+           model._add_pair_terms, memory_risk._pooled_rates,
            leap._out_of_memory_charges, eligibility._verdicts, leap._ranked_values,
            leap._at_positions, leap._add_reference, transfer._pooled_rows,
            transfer._spread_rows, transfer._scaled_distances, transfer._weighted_means)

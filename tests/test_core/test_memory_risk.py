@@ -41,11 +41,30 @@ def test_the_compiled_risk_and_charges_equal_numpys_to_the_bit() -> None:
             p = np.where(np.isfinite(ratios), p, 0.0)
             np.testing.assert_array_equal(risk.rates(family), rate)
             np.testing.assert_array_equal(risk.predict_many(family, ratios), p)
-            capped = np.minimum(p, MAX_OOM_RISK)
-            charges = OUT_OF_MEMORY_COST * capped / (1.0 - capped)
-            np.testing.assert_array_equal(_out_of_memory_charges(p), charges)
+            _check_charges(rng, rate)
         ratio = float(rng.uniform(0.3, 1.4))
         risk.learn_one(family, ratio, out_of_memory=bool(rng.random() < ratio / 3))
+
+
+def _check_charges(rng: np.random.Generator, rate: np.ndarray) -> None:
+    """The compiled charges against what LeapCore._memory_risk computed with numpy before."""
+    usable = rng.uniform(10.0, 200.0, 30)
+    usable[rng.random(30) < 0.05] = 0.0  # (no usable memory: an infinite ratio)
+    n = int(rng.integers(1, 40))
+    positions = rng.integers(0, 30, n)
+    need = float(rng.choice([rng.uniform(1.0, 250.0), np.nan, 0.0]))
+    failed = rng.choice(n, int(rng.integers(0, min(n, 3) + 1)), replace=False).tolist()
+    with np.errstate(divide="ignore", invalid="ignore"):  # (0 / 0 and x / 0: NaN and inf)
+        ratio = need / usable[positions]
+    p = rate[EDGES.searchsorted(ratio, side="right")]
+    p = np.where(np.isfinite(ratio), p, 0.0)
+    if failed:
+        p[failed] = 1.0
+        p[ratio >= ratio[failed].min()] = 1.0
+    capped = np.minimum(p, MAX_OOM_RISK)
+    charges = OUT_OF_MEMORY_COST * capped / (1.0 - capped)
+    got = _out_of_memory_charges(need, usable, positions, rate, np.array(failed, dtype=np.int64))
+    np.testing.assert_array_equal(got, charges)
 
 
 def test_failures_at_a_ratio_raise_its_risk_for_that_family_more_than_for_others() -> None:

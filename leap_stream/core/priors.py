@@ -326,7 +326,7 @@ class LineageEntries:
             transfer = self.lineage_mean
         else:
             transfer = latest_residual / (1.0 + SHRINK_TRANSFER)
-        offsets = np.full(self.n, transfer)
+        offsets = _filled(self.n, transfer)
         for i, total, weight in self.residuals:
             # a stale residual on this hardware gives way to the lineage's own, not to 0
             offsets[i] = (total + SHRINK_SAME_HARDWARE * transfer) / (weight + SHRINK_SAME_HARDWARE)
@@ -345,7 +345,7 @@ def lineage_entries(
 ) -> LineageEntries:
     """The model-free half of :func:`lineage_view`: what ranking the submission with any model
     reads of the lineage's priors."""
-    exact = np.full(n, np.nan)
+    exact = _filled(n, np.nan)
     same = np.zeros(n, dtype=bool)
     if not state:
         return LineageEntries(n, exact, same, (), 0.0, None)
@@ -374,6 +374,13 @@ def lineage_entries(
         _mean(state.get(LINEAGE_KEY), now_ms, SHRINK_TRANSFER, half_life_days),
         None if latest_entry is None else index.get(latest_entry["hardware"]),
     )
+
+
+def _filled(n: int, value: float) -> np.ndarray:
+    """``np.full(n, value)`` without its Python wrapper (twice a submission)."""
+    array = np.empty(n)
+    array.fill(value)
+    return array
 
 
 def lineage_view(

@@ -143,7 +143,9 @@ class _Neighbours:
         self.size = min(self.size + 1, len(self.value))
         self.next = at + 1
 
-    def near(self, coordinates: np.ndarray, pooled: np.ndarray, sharpness: float) -> np.ndarray:
+    def weighted_mean(
+        self, coordinates: np.ndarray, pooled: np.ndarray, sharpness: float
+    ) -> np.ndarray:
         """Per target position: the mean of the values near ``coordinates``, each weighing
         exp(-sharpness x its distance), with ``pooled`` as one more value of weight
         exp(-sharpness x LOCAL_PRIOR_DISTANCE)."""
@@ -235,7 +237,7 @@ class PairwiseTransfer:
         near = self._local.get((model_type, reference)) if coordinates is not None else None
         if near is None:
             return pooled
-        return near.near(coordinates, pooled, self.local_sharpness())
+        return near.weighted_mean(coordinates, pooled, self.local_sharpness())
 
     def _pooled(
         self, model_type: str, family: str, reference: int
@@ -447,6 +449,7 @@ def blended(measured: float, evidence: float, model: float, weight: float) -> fl
 def _blend(
     measured: np.ndarray, evidence: np.ndarray, model: np.ndarray, weight: float
 ) -> np.ndarray:
+    """:meth:`PairwiseTransfer.blend`, type by type."""
     correction = np.empty(model.shape[0])
     for j in range(model.shape[0]):
         correction[j] = blended(measured[j], evidence[j], model[j], weight)

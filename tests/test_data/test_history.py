@@ -216,6 +216,27 @@ def test_history_round_trips(tmp_path: Path, table: pa.Table, suffix: str) -> No
     assert events_to_table(events).equals(table)
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_names_are_one_object_across_events_and_batches(
+    tmp_path: Path, table: pa.Table, fmt: str
+) -> None:
+    # the core's dicts keyed by them then hash each once and compare by identity
+    path = tmp_path / f"history.{fmt}"
+    write_history([table], path)
+    events = [event for _, event in iter_events(path, batch_rows=2)]
+    first: dict[str, str] = {}
+    names = 0
+    for event in events:
+        for field in ("lineage_id", "model_type", "hardware_type", "candidate_hardware"):
+            for value in (
+                event.get(field) or () if field == "candidate_hardware" else [event.get(field)]
+            ):
+                if value is not None:
+                    assert first.setdefault(value, value) is value, (field, value)
+                    names += 1
+    assert names > len(first)  # some names repeat, across batches of two rows
+
+
 def test_write_history_accepts_dataframes(tmp_path: Path, table: pa.Table) -> None:
     frame = table.to_pandas()
     path = tmp_path / "history.parquet"

@@ -62,6 +62,7 @@ from leap_stream.core.priors import (
     exact_measurements,
     last_seen_ms,
     latest,
+    latest_hardware,
     lineage_entries,
     mark_out_of_memory,
     model_target_offset,
@@ -590,9 +591,12 @@ class LeapCore:
         state = self.priors.get(lineage)
         known = self.pair_counts.get((submitted["model_type"], hardware), 0)
         target = log_y - model_target_offset(state, now_ms, self.half_life, pair_completions=known)
-        last = latest(state)
+        # the latest attempt's configuration is read only when it ran elsewhere (1 in 20)
+        last_hardware = latest_hardware(state)
+        moved = last_hardware != hardware and last_hardware in self.hw.index
+        last = latest(state) if moved else None
         reference = None
-        if last is not None and last[0] != hardware and last[0] in self.hw.index:
+        if last is not None:
             reference = {"hardware_type": last[0], "log_throughput": last[1], "job": last[2]}
         signature = config_signature(submitted)
         recent = exact_measurements(
@@ -601,7 +605,7 @@ class LeapCore:
         exact_references = [
             {"hardware_type": h, "log_throughput": y}
             for h, y in recent.items()
-            if h in self.hw.index and h != hardware and (last is None or h != last[0])
+            if h in self.hw.index and h != hardware and h != last_hardware
         ]
         self.priors[lineage] = update_prior(
             state,

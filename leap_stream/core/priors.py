@@ -46,6 +46,7 @@ __all__ = [
     "exact_measurements",
     "last_seen_ms",
     "latest",
+    "latest_hardware",
     "lineage_entries",
     "lineage_offset",
     "lineage_view",
@@ -210,6 +211,13 @@ def out_of_memory_on(state: Mapping[str, Any] | None, signature: str) -> set[str
         return set()
     prefix = f"{OUT_OF_MEMORY_PREFIX}{signature}{_SEPARATOR}"
     return {key[len(prefix) :] for key in state if key.startswith(prefix)}
+
+
+def latest_hardware(state: Mapping[str, Any] | None) -> str | None:
+    """The hardware type of the lineage's latest succeeded attempt (:func:`latest` without
+    building its configuration)."""
+    entry = None if not state else state.get(LATEST_KEY)
+    return None if entry is None else entry["hardware"]
 
 
 def latest(state: Mapping[str, Any] | None) -> tuple[str, float, dict[str, Any]] | None:

@@ -25,6 +25,7 @@ from leap_stream.core.priors import (
     LineageView,
     config_signature,
     latest,
+    latest_hardware,
     lineage_offset,
     lineage_view,
     mark_out_of_memory,
@@ -204,6 +205,7 @@ def test_the_latest_attempt_keeps_its_configuration_for_a_fresh_residual() -> No
     )
     hardware, log_throughput, config = latest(state)
     assert (hardware, log_throughput) == ("MI300X", 5.0)
+    assert latest_hardware(state) == "MI300X"
     assert config == {key: job.get(key) for key in CONFIG_FIELDS}
     assert json.loads(json.dumps(state)) == state  # still a plain, JSON-able state
 
@@ -275,6 +277,8 @@ def test_a_stale_residual_on_known_hardware_gives_way_to_the_lineages_fresh_one(
 def test_no_latest_attempt_without_state() -> None:
     assert latest(None) is None
     assert latest({}) is None
+    assert latest_hardware(None) is None
+    assert latest_hardware({}) is None
 
 
 def test_the_model_is_left_part_of_the_offset_of_a_lineage_measured_on_one_type() -> None:

@@ -100,7 +100,7 @@ class EligibilityRules:
     def __init__(self, catalog: Catalog) -> None:
         self.hw = HardwareArrays.from_catalog(catalog)
         self.all_positions = np.arange(len(self.hw))
-        self.all_names = tuple(self.hw.names.tolist())
+        self.all_names = tuple(self.hw.index)  # (its interned names, in catalog order)
         self.launch_dates = [a.launch_date for a in catalog]
         self.usable_memory = self.hw.memory_gb * USABLE_FRACTION
         self._memory: dict[tuple[Any, ...], float] = {}

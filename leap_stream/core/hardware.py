@@ -12,6 +12,7 @@ one numpy array per figure, indexed by the catalog's order.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -64,7 +65,8 @@ class HardwareArrays:
             scale_out_gbps=np.array([a.scale_out_gbps for a in acc], dtype=float),
             price_per_device_hour=np.array([a.price_per_device_hour for a in acc], dtype=float),
             launch_day=np.array([(a.launch_date - start_day).days for a in acc], dtype=float),
-            index={a.name: i for i, a in enumerate(acc)},
+            # interned, as the history's names are: a lookup by an event's name is by identity
+            index={sys.intern(a.name): i for i, a in enumerate(acc)},
         )
 
     def __len__(self) -> int:

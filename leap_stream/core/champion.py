@@ -71,6 +71,7 @@ ONLINE = "online"
 """The online model's name on the scoreboard."""
 
 WITHIN = 0.10
+_EXP_CAP = 700.0  # e^700 is finite; any log error above it is a miss all the same
 
 
 @dataclass(slots=True)
@@ -140,7 +141,8 @@ class ChampionChallenger:
         if len(predicted) > 1:  # the ensemble of what is scored (as Ensemble predicts)
             predicted[ENSEMBLE] = sum(predicted.values()) / len(predicted)
         for name, value in predicted.items():
-            hit = abs(math.exp(value - example["target"]) - 1.0) <= WITHIN
+            # (capped: a throughput the contract lets through, 1e-320 say, would overflow it)
+            hit = abs(math.exp(min(value - example["target"], _EXP_CAP)) - 1.0) <= WITHIN
             within, scored = tally.get(name, (0, 0))
             tally[name] = (within + int(hit), scored + 1)
         return decision

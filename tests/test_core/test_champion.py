@@ -113,6 +113,13 @@ def test_out_of_memory_and_unknown_hardware_are_not_scored(encoder) -> None:
     assert board.scores[-1][1] == {"online": (1, 1)}
 
 
+def test_a_throughput_as_small_as_a_float_holds_is_scored_a_miss(encoder) -> None:
+    board = ChampionChallenger()
+    online = _trained(encoder, THROUGHPUT)
+    board.learn_one(_example(1, target=math.log(1e-320)), online)  # positive, and subnormal
+    assert board.scores[-1][1] == {"online": (0, 1)}
+
+
 def test_a_newer_nightly_model_of_a_name_continues_its_record(encoder) -> None:
     board = ChampionChallenger()
     online = _trained(encoder, THROUGHPUT)

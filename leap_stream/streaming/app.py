@@ -38,8 +38,10 @@ offsets with the state and model of that same commit. Consumers of the output to
   of the online model and the nightly models the worker has (the online model alone before
   any). A named nightly model the worker does not have (yet): the online model ranks.
 - **Bad input** (undecodable bytes, an unknown schema, a record of the wrong type for its
-  topic, a record that breaks the contract) goes to ``leap.dlq`` with its topic, partition,
-  offset, key, bytes and the reason; processing goes on.
+  topic, a record that breaks the contract or is stamped more than a day after its message
+  was sent, a completion with no pending submission to join) goes to ``leap.dlq`` with its
+  topic, partition, offset, key, bytes and the reason; processing goes on. A models-topic
+  record this version cannot read is refused (logged and counted), as an incompatible one is.
 
 Written against confluent-kafka rather than faust: faust's exactly-once mode leaves an agent's
 sends outside the transaction, and a faust Table app restarted on this broker skipped input
@@ -66,6 +68,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from prometheus_client import Counter
 
 from leap_stream.core import LeapCore
 from leap_stream.core.catalog import Catalog, default_catalog, load_catalog
@@ -102,6 +105,8 @@ __all__ = ["Worker"]
 log = logging.getLogger("leap_stream.worker")
 
 _KIND_RANK = {"submitted": 0, "completed": 1}
+# How far an event's time may run ahead of its message's Kafka timestamp (clock drift).
+FUTURE_TOLERANCE_MS = 86_400_000.0
 # Messages taken from the client per poll: the merge needs every partition's head, and a fetch
 # often delivers one partition's batch before the next one's.
 _CONSUME_BATCH = 1_000
@@ -120,6 +125,36 @@ class _Input:
     kind: str
     event: dict[str, Any] | None = None
     error: tuple[str, str] | None = None  # (error type, reason)
+
+
+def _from_the_future(item: _Input) -> tuple[str, str] | None:
+    """The contract error of an event stamped later than the message that carries it, by more
+    than clocks drift apart (None: no such error, or the message has no timestamp).
+
+    A broken clock or field: let through, one such event would close the champion/challenger's
+    days ahead of time and make every lineage look idle at the next daily eviction.
+    """
+    assert item.event is not None
+    when = item.event["event_time"]
+    if (
+        item.timestamp_ms < 0
+        or when.timestamp() * 1000.0 - item.timestamp_ms <= FUTURE_TOLERANCE_MS
+    ):
+        return None
+    sent = datetime.fromtimestamp(item.timestamp_ms / 1000.0, UTC)
+    return (
+        "ContractError",
+        f"column 'event_time': {when.isoformat()} is more than a day after the message was "
+        f"sent ({sent.isoformat()}, its Kafka timestamp)",
+    )
+
+
+def _unmatched_reason(event: dict[str, Any]) -> str:
+    return (
+        f"no pending submission for job {event['job_id']!r}: its JobSubmitted was not seen on "
+        f"this partition (keyed by another lineage_id, or stamped later than its completion), "
+        f"or the attempt completed already"
+    )
 
 
 def _ensemble_version(online: str, nightly: list[str]) -> str:
@@ -276,6 +311,9 @@ class Worker:
                 bad = decoded[reject.row]
                 if bad.error is None:
                     bad.error = ("ContractError", f"column {reject.column!r}: {reject.reason}")
+            for item in decoded:
+                if item.error is None:
+                    item.error = _from_the_future(item)
         for item in inputs:
             source = (item.topic, item.partition)
             self._fetched[source] = item.offset + 1
@@ -351,8 +389,9 @@ class Worker:
                     value=self.codec.encode("HardwareRanking", record),
                 )
                 published.append((record, item.timestamp_ms))
-            else:
-                self._completed(event)
+            elif not self._completed(event):
+                item.error = ("UnmatchedCompletion", _unmatched_reason(event))
+                self._dead_letter(item)
         for changelog in (self.pending, self.priors):
             for partition, key, value in changelog.drain():
                 producer.produce(topics.state, key=key, value=value, partition=partition)
@@ -376,15 +415,17 @@ class Worker:
             self._maybe_snapshot()
         self._update_lag(offsets)
 
-    def _completed(self, event: dict[str, Any]) -> None:
+    def _completed(self, event: dict[str, Any]) -> bool:
+        """Join a completion to its pending submission and learn from it (inline) or log it
+        for the learner; False when there is no pending submission to join."""
         assert self._producer is not None
         matched, example = self.core.join(event)
         if not matched:
             self.metrics.completions.labels("unmatched").inc()
-            return
+            return False
         if example is None:
             self.metrics.completions.labels("not_learned").inc()
-            return
+            return True
         self.metrics.completions.labels("learned").inc()
         self.metrics.score(example["predicted"], example["throughput"])
         self._producer.produce(
@@ -398,6 +439,7 @@ class Worker:
             self.core.learn(example)
             self._learned_since_snapshot += 1
             self.metrics.model_version.set(self.core.model.learned)
+        return True
 
     def _on_learn_delivered(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
@@ -515,9 +557,12 @@ class Worker:
             keep,
         )
         snapshot = newest.pop(MODEL_KEY, None)
-        loaded = snapshot is not None and self._load_snapshot(
-            self.codec.decode(snapshot.value(), reader="ModelSnapshot")
-        )
+        record = None
+        if snapshot is not None:
+            record = self._model_record(
+                snapshot.value(), "ModelSnapshot", self.metrics.refused_snapshots
+            )
+        loaded = record is not None and self._load_snapshot(record)
         for key, message in sorted(newest.items(), key=lambda item: item[1].offset()):
             self._on_model_record(key, message.value())
         if self.learner is not None:
@@ -571,6 +616,20 @@ class Worker:
         log.info("loaded snapshot %s", record["model_version"])
         return True
 
+    def _model_record(
+        self, value: bytes, reader: str, refused: Counter | None = None
+    ) -> dict[str, Any] | None:
+        """A models-topic record, or None (logged, and counted in ``refused``) when this
+        version cannot read it: a newer version's schema, say. The topic is compacted and read
+        again at every start, so such a record must not stop the worker."""
+        try:
+            return self.codec.decode(value, reader=reader)
+        except CodecError as error:
+            log.warning("models topic: a %s this version cannot read: %s", reader, error)
+            if refused is not None:
+                refused.inc()
+            return None
+
     def _refuse_snapshot(self, record: dict[str, Any], error: Exception) -> None:
         log.warning("online snapshot %s refused: %s", record["model_version"], error)
         self.metrics.refused_snapshots.inc()
@@ -616,8 +675,9 @@ class Worker:
                 self._on_model_record(message.key(), message.value())
         # the online model is the ranking core's own when it learns inline
         if newest_online is not None and self.learner is not self.core:
-            record = self.codec.decode(newest_online.value(), reader="ModelSnapshot")
-            if record["trained_on_events"] > self.core.model.learned:
+            refused = self.metrics.refused_snapshots
+            record = self._model_record(newest_online.value(), "ModelSnapshot", refused)
+            if record is not None and record["trained_on_events"] > self.core.model.learned:
                 try:
                     state, _ = read_snapshot(record, learn_topic=self.topics.learn)
                     self.core.load_model_state(state)
@@ -633,7 +693,9 @@ class Worker:
         key = key or b""
         if key.startswith(NIGHTLY_PREFIX):
             name = key[len(NIGHTLY_PREFIX) :].decode()
-            record = self.codec.decode(value, reader="ModelSnapshot")
+            record = self._model_record(value, "ModelSnapshot", self.metrics.refused_models)
+            if record is None:
+                return
             try:
                 model, cutoff_ms = read_nightly(record)
                 self.core.with_model(model, record["model_version"])  # the same catalog?
@@ -646,7 +708,9 @@ class Worker:
                 self.board.add_challenger(name, model, cutoff_ms, record["model_version"])
             log.info("nightly model %s loaded (%s)", name, record["model_version"])
         elif key == SERVING_KEY:
-            self._apply(self.codec.decode(value, reader="ServingDecision"))
+            decision = self._model_record(value, "ServingDecision")
+            if decision is not None:
+                self._apply(decision)
         elif key != MODEL_KEY:
             log.warning("models topic: ignoring a record with unknown key %r", key)
 

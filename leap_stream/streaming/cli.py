@@ -39,7 +39,8 @@ LineageHalfLife = Annotated[
         "--lineage-half-life",
         min=0.01,
         help="Days after which a lineage's priors weigh half (beyond 100,000 lineages, those "
-        "idle ~4.3 of them are forgotten): a fleet's tempo. Months for results months apart.",
+        "idle ~4.3 half-lives, 60 days at the default, are forgotten): a fleet's tempo. Months "
+        "for results months apart.",
     ),
 ]
 CatalogOption = Annotated[
@@ -345,8 +346,8 @@ def models(bootstrap: Bootstrap, topic_prefix: Prefix = "") -> None:
     from confluent_kafka import OFFSET_BEGINNING, KafkaException, Message, TopicPartition
     from rich.markup import escape
 
-    from leap_stream.data.codec import default_codec
-    from leap_stream.streaming.snapshots import SERVING_KEY
+    from leap_stream.data.codec import CodecError, default_codec
+    from leap_stream.streaming.snapshots import MODEL_KEY, SERVING_KEY
     from leap_stream.streaming.topics import TopicNames
     from leap_stream.streaming.transport import log_bounds, read_to_end
 
@@ -367,18 +368,30 @@ def models(bootstrap: Bootstrap, topic_prefix: Prefix = "") -> None:
     decision = newest.pop(SERVING_KEY, None)
     console.print(f"{len(newest)} model(s) on {names.models}:")
     for key, value in sorted(newest.items()):
-        record = codec.decode(value, reader="ModelSnapshot")
-        until = record.get("trained_until")
-        trained = f", trained until {until:%Y-%m-%d %H:%M}" if until else ""
-        refusal = _refusal_here(record, names.learn)
-        console.print(
-            f"  {key.decode(errors='replace')}: {record['model_version']}, "
-            f"{record['trained_on_events']:,} completions learned{trained}, "
-            f"published {record['event_time']:%Y-%m-%d %H:%M}; "
-            + ("loads here" if refusal is None else f"[red]refused here[/red]: {escape(refusal)}"),
-            soft_wrap=True,
-        )
-        if refusal is not None and record["model_kind"] == "online":
+        try:
+            record = codec.decode(value, reader="ModelSnapshot")
+        except CodecError as error:  # written by another version, say
+            refusal = f"unreadable: {error}"
+            console.print(
+                f"  {key.decode(errors='replace')}: [red]refused here[/red]: {escape(refusal)}",
+                soft_wrap=True,
+            )
+        else:
+            until = record.get("trained_until")
+            trained = f", trained until {until:%Y-%m-%d %H:%M}" if until else ""
+            refusal = _refusal_here(record, names.learn)
+            console.print(
+                f"  {key.decode(errors='replace')}: {record['model_version']}, "
+                f"{record['trained_on_events']:,} completions learned{trained}, "
+                f"published {record['event_time']:%Y-%m-%d %H:%M}; "
+                + (
+                    "loads here"
+                    if refusal is None
+                    else f"[red]refused here[/red]: {escape(refusal)}"
+                ),
+                soft_wrap=True,
+            )
+        if refusal is not None and key == MODEL_KEY:
             first, end = log_bounds(bootstrap, names.learn)
             console.print(
                 f"    a learner of this version rebuilds it from {names.learn} "
@@ -388,7 +401,11 @@ def models(bootstrap: Bootstrap, topic_prefix: Prefix = "") -> None:
     if decision is None:
         console.print("serving: online (no ServingDecision yet)")
         return
-    serving = codec.decode(decision, reader="ServingDecision")
+    try:
+        serving = codec.decode(decision, reader="ServingDecision")
+    except CodecError as error:
+        console.print(f"serving: [red]unreadable here[/red]: {escape(str(error))}", soft_wrap=True)
+        return
     shares = ", ".join(f"{m} {v:.1%}" for m, v in sorted(serving["window_shares"].items()))
     console.print(
         f"serving: {serving['serving']} ({serving['serving_version']}) from {serving['day']}: "

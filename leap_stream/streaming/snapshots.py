@@ -141,9 +141,21 @@ def read_snapshot(record: dict[str, Any], *, learn_topic: str) -> tuple[dict[str
     key = f"{learn_topic}:0"
     if key not in record["log_offsets"]:
         raise SnapshotError(f"snapshot {record['model_version']} has no offset of {key}")
-    state = pickle.loads(record["payload"])
+    state = _unpickled(record)
     _check_features(record, state["model"])
     return state, record["log_offsets"][key]
+
+
+def _unpickled(record: dict[str, Any]) -> Any:
+    """A record's payload, unpickled; a payload this version's classes do not load (renamed
+    or moved by another version of the same libraries) is refused like any other."""
+    try:
+        return pickle.loads(record["payload"])
+    except Exception as error:  # unpickling can raise anything its classes raise
+        raise SnapshotError(
+            f"{record['model_version']}'s payload does not load here: "
+            f"{type(error).__name__}: {error}"
+        ) from error
 
 
 def nightly_record(name: str, model: Any, *, trained_until: datetime) -> dict[str, Any]:
@@ -170,7 +182,7 @@ def read_nightly(record: dict[str, Any]) -> tuple[Any, float]:
     if record["model_kind"] != "nightly" or record.get("trained_until") is None:
         raise SnapshotError(f"{record['model_version']} is not a nightly model with a cutoff")
     _check_libraries(record, _NIGHTLY_LIBRARIES)
-    model = pickle.loads(record["payload"])
+    model = _unpickled(record)
     _check_features(record, model)
     return model, record["trained_until"].timestamp() * 1000.0
 

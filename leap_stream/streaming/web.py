@@ -107,12 +107,12 @@ class ServiceMetrics:
         )
         self.refused_models = Counter(
             "leap_nightly_models_refused",
-            "Nightly models not loaded (other libraries, features or catalog)",
+            "Nightly models not loaded (other libraries, features, catalog or schema)",
             registry=registry,
         )
         self.refused_snapshots = Counter(
             "leap_online_snapshots_refused",
-            "Online model snapshots not loaded (other libraries, features or catalog)",
+            "Online model snapshots not loaded (other libraries, features, catalog or schema)",
             registry=registry,
         )
         self.serving.labels("online").set(1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,13 @@ from leap_stream.core import LeapCore
 from leap_stream.core.catalog import default_catalog
 from leap_stream.data.codec import MARKER, encode
 from leap_stream.streaming.produce import EventProducer, produce_events
-from leap_stream.streaming.snapshots import MODEL_KEY, read_snapshot, snapshot_record
+from leap_stream.streaming.snapshots import (
+    MODEL_KEY,
+    NIGHTLY_PREFIX,
+    SERVING_KEY,
+    read_snapshot,
+    snapshot_record,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +49,7 @@ def _submissions(events) -> list[str]:
     return [e["job_id"] for kind, e in events if kind == "submitted"]
 
 
+FAR_FUTURE = datetime(2099, 1, 1, tzinfo=UTC)
 # a learner that publishes no snapshot of its own until it stops cleanly
 _NO_SNAPSHOTS = ("--snapshot-every", "1000000", "--snapshot-interval", "3600")
 
@@ -189,6 +197,39 @@ def test_a_snapshot_this_version_refuses_is_rebuilt_from_the_learn_log(
     assert state["type_counts"] == core.type_counts
 
 
+def test_models_topic_records_this_version_cannot_read_are_refused_not_fatal(
+    kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
+) -> None:
+    # what a newer version's learner and publish-models leave: a schema this one lacks
+    unreadable = MARKER + bytes.fromhex("ea1f00000000beef") + b"\x02"
+    topics = fleet_topics(partitions=2)
+    group = unique_name("g")
+    producer = EventProducer(kafka_bootstrap, topics)
+    for key in (MODEL_KEY, NIGHTLY_PREFIX + b"lightgbm", SERVING_KEY):
+        producer.send_raw(topics.models, key, unreadable)
+    events = fleet_events[:200]
+    produce_events(producer, events)
+    args = ["models", "--bootstrap", kafka_bootstrap, "--topic-prefix", topics.prefix]
+    shown = CliRunner().invoke(app, args, terminal_width=400)
+    worker = WorkerProcess(kafka_bootstrap, topics, group, tmp_path).start()
+    try:
+        worker.wait_ready()  # before: the worker stopped at start
+        rankings = read_records(kafka_bootstrap, topics.rankings, len(_submissions(events)))
+        _wait_all_committed(kafka_bootstrap, group, [topics.submitted, topics.completed])
+        refused = (
+            worker.metric("leap_online_snapshots_refused_total"),
+            worker.metric("leap_nightly_models_refused_total"),
+        )
+    finally:
+        worker.stop()
+    assert refused == (1, 1)
+    assert sorted(r["job_id"] for _, r in rankings) == sorted(_submissions(events))
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.count("refused here: unreadable: unknown writer schema") == 2
+    assert f"rebuilds it from {topics.learn}" in shown.output
+    assert "serving: unreadable here" in shown.output
+
+
 def test_completions_retention_dropped_after_the_snapshot_are_skipped_not_the_rest(
     kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
 ) -> None:
@@ -238,9 +279,20 @@ def test_bad_messages_go_to_the_dead_letter_topic_and_the_rest_flows_on(
     kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
 ) -> None:
     topics = fleet_topics(partitions=2)
-    valid = fleet_events[:40]
+    valid = list(fleet_events[:40])
     submitted = next(e for kind, e in valid if kind == "submitted")
     completed = next(e for kind, e in valid if kind == "completed")
+    # a valid pair whose throughput is as small as a float holds: learned, not a crash
+    succeeded = next(e for kind, e in valid if kind == "completed" and e["throughput"])
+    its_submission = next(
+        e for kind, e in valid if kind == "submitted" and e["job_id"] == succeeded["job_id"]
+    )
+    tiny = [
+        ("submitted", {**its_submission, "job_id": "tiny-1", "event_id": "tiny-1/s"}),
+        ("completed", {**succeeded, "job_id": "tiny-1", "event_id": "tiny-1/c",
+                       "throughput": 1e-320}),
+    ]  # fmt: skip
+    valid[20:20] = tiny
     bad = [  # (topic, key, bytes, error type, words of the reason)
         (topics.submitted, b"garbage", b"not avro at all", "CodecError", "wrong marker"),
         (topics.completed, b"unknown", MARKER + bytes(8) + b"\x02", "CodecError", "fingerprint"),
@@ -258,25 +310,43 @@ def test_bad_messages_go_to_the_dead_letter_topic_and_the_rest_flows_on(
             "ContractError",
             "'bf32' is not one of",
         ),
+        (
+            topics.submitted,
+            b"future",
+            encode("JobSubmitted", {**submitted, "job_id": "bad-2", "event_time": FAR_FUTURE}),
+            "ContractError",
+            "more than a day after the message was sent",
+        ),
+        (
+            topics.completed,
+            b"ghost",
+            encode("JobCompleted", {**completed, "job_id": "ghost-1"}),
+            "UnmatchedCompletion",
+            "no pending submission for job 'ghost-1'",
+        ),
     ]
     producer = EventProducer(kafka_bootstrap, topics)
     for i, (kind, event) in enumerate(valid):
         producer.send(kind, event)
-        if i % 10 == 5:
-            topic, key, value, _, _ = bad[i // 10]
+        if i % 7 == 5:
+            topic, key, value, _, _ = bad[i // 7]
             producer.send_raw(topic, key, value)
     producer.flush()
-    worker = WorkerProcess(kafka_bootstrap, topics, unique_name("g"), tmp_path).start()
+    group = unique_name("g")
+    worker = WorkerProcess(kafka_bootstrap, topics, group, tmp_path).start()
     try:
         worker.wait_ready()
-        letters = {r["key"]: (m, r) for m, r in read_records(kafka_bootstrap, topics.dlq, 4)}
+        letters = {r["key"]: (m, r) for m, r in read_records(kafka_bootstrap, topics.dlq, 6)}
         jobs = _submissions(valid)
         rankings = read_records(kafka_bootstrap, topics.rankings, len(jobs))
+        _wait_all_committed(kafka_bootstrap, group, [topics.submitted, topics.completed])
         dead_letters_counted = worker.metric("leap_dead_letters_total")
+        learned = worker.metric("leap_model_version")
     finally:
         worker.stop()
     assert dead_letters_counted == len(bad)
     assert sorted(r["job_id"] for _, r in rankings) == sorted(jobs)  # the rest flowed on
+    assert learned == reference_run(valid)[1].model.learned  # the tiny throughput's among them
     assert set(letters) == {key for _, key, _, _, _ in bad}
     for topic, key, value, error_type, words in bad:
         letter = letters[key][1]

@@ -102,6 +102,18 @@ def test_a_model_learned_on_other_features_is_refused(monkeypatch: pytest.Monkey
         read_nightly(nightly)
 
 
+def test_a_payload_whose_classes_do_not_load_here_is_refused() -> None:
+    # what another version that renamed the model's class leaves (protocol 0, by hand)
+    renamed = b"cleap_stream.core.model\nThroughputModelRenamed\n."
+    online = snapshot_record(LeapCore(default_catalog()), learn_topic="t", learn_offset=0)
+    with pytest.raises(SnapshotError, match="payload does not load here: AttributeError"):
+        read_snapshot({**online, "payload": renamed}, learn_topic="t")
+    cutoff = datetime(2026, 3, 2, tzinfo=UTC)
+    nightly = nightly_record("river_batch", _trained_core().model, trained_until=cutoff)
+    with pytest.raises(SnapshotError, match="payload does not load here: ModuleNotFoundError"):
+        read_nightly({**nightly, "payload": b"cleap_stream.gone\nModel\n."})
+
+
 def test_a_nightly_model_travels_with_its_cutoff_and_predicts_the_same() -> None:
     model = _trained_core().model
     cutoff = datetime(2026, 3, 2, tzinfo=UTC)

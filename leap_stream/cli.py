@@ -107,7 +107,10 @@ def _exit_on(*errors: type[Exception]) -> Iterator[None]:
     try:
         yield
     except errors as error:
-        message = " ".join(str(error).split())  # one line, whatever the message holds
+        # one line, whatever the message holds; a message of several problems, one a line,
+        # keeps them apart
+        lines = (" ".join(line.split()) for line in str(error).splitlines())
+        message = "; ".join(line for line in lines if line)
         err_console.print(f"[red]error:[/red] {escape(message)}")
         raise typer.Exit(2) from error
 
@@ -501,10 +504,28 @@ def _replay(
             f"listed in {out / REJECTS_FILE}",
             soft_wrap=True,
         )
+    _warn_off_catalog(summary["off_catalog"])
     written = ["summary.json", "daily.csv"] + (["report.html"] if report else [])
     written += ["nightly.csv"] if summary.get("nightly") else []
     written += [REJECTS_FILE] if rejected else []
     console.print(f"written to {out}/: {', '.join(written)}")
+
+
+def _warn_off_catalog(off_catalog: dict[str, Any]) -> None:
+    """Say so when completions ran on types the catalog does not name: none of them is scored,
+    and a history that spells the catalog's names otherwise scores nothing at all."""
+    completions = off_catalog["completions"]
+    if not completions:
+        return
+    names = list(off_catalog["by_hardware"].items())
+    shown = ", ".join(f"{name} ({count:,})" for name, count in names[:5])
+    shown += f" and {len(names) - 5} more" if len(names) > 5 else ""
+    err_console.print(
+        f"[yellow]warning:[/yellow] {completions:,} completion{'s' if completions != 1 else ''} "
+        f"ran on hardware the catalog does not name, not scored: {escape(shown)} "
+        "(a history names hardware as the catalog does: docs/catalog.md)",
+        soft_wrap=True,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1143,6 +1164,7 @@ def history_convert(
     if source.resolve() == target.resolve():
         err_console.print(f"[red]error:[/red] {escape(str(target))}: same file as the input")
         raise typer.Exit(2)
+    target.parent.mkdir(parents=True, exist_ok=True)
     with _exit_on(HistoryError):
         if oracle:
             rows = write_oracle(read_oracle_batches(source), target)

@@ -48,6 +48,8 @@ def test_replay_prints_the_table_and_writes_its_files(fleet: Path, tmp_path: Pat
     assert "skipped" not in result.output
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["rejects"] == {"rows": 0, "by_column": {}}
+    assert summary["off_catalog"] == {"completions": 0, "by_hardware": {}}
+    assert "warning" not in result.stderr
     rows = len(pd.read_parquet(fleet / "history.parquet"))
     assert summary["events"]["submitted"] + summary["events"]["completed"] == rows
     assert f"{rows:,} events replayed" in result.output
@@ -122,16 +124,43 @@ def test_replay_skips_bad_rows_into_rejects_csv(
 def test_replay_strict_stops_at_the_first_bad_row_with_exit_code_2(
     broken_history: tuple[Path, int, int], tmp_path: Path
 ) -> None:
-    broken, _, succeeded = broken_history
+    broken, submitted, succeeded = broken_history
     args = ["replay", str(broken), "--out", str(tmp_path), "--no-report", "--strict"]
     result = runner.invoke(cli.app, args)
 
     assert result.exit_code == 2
-    # a value that does not cast is the first rule a row can break
+    # the first broken row, though a value that does not cast is the first rule checked
+    assert submitted < succeeded
     assert result.stderr.startswith("error: ")
-    assert f"row {succeeded}, column 'throughput': 'fast'" in result.stderr
+    assert f"row {submitted}, column 'precision': 'bf32'" in result.stderr
     assert result.stderr.count("\n") == 1
     assert not (tmp_path / "rejects.csv").exists()
+
+
+def test_replay_warns_of_completions_on_hardware_the_catalog_does_not_name(
+    fleet: Path, tmp_path: Path
+) -> None:
+    history = pd.read_parquet(fleet / "history.parquet")
+    ran_on = history["hardware_type"].dropna()
+    renamed = ran_on.mode()[0]  # spelled otherwise, as another tool would
+    history["hardware_type"] = history["hardware_type"].replace(renamed, renamed.lower())
+    history.to_parquet(tmp_path / "history.parquet")
+    out = tmp_path / "replay"
+    out.mkdir()
+    (out / "report.html").write_text("an earlier replay's")
+
+    result = runner.invoke(
+        cli.app, ["replay", str(tmp_path / "history.parquet"), "--out", str(out), "--no-report"]
+    )
+
+    assert result.exit_code == 0, result.output
+    count = int((ran_on == renamed).sum())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["off_catalog"] == {"completions": count, "by_hardware": {renamed.lower(): count}}
+    assert f"{count:,} completions ran on hardware the catalog does not name" in " ".join(
+        result.stderr.split()
+    )
+    assert not (out / "report.html").exists()  # not beside this replay's figures
 
 
 def test_bad_catalog_exits_2(fleet: Path, tmp_path: Path) -> None:
@@ -144,15 +173,30 @@ def test_bad_catalog_exits_2(fleet: Path, tmp_path: Path) -> None:
     assert str(catalog) in result.stderr
 
 
+def test_every_problem_of_a_bad_catalog_is_on_the_one_line_apart(tmp_path: Path) -> None:
+    packaged = Path(cli.__file__).parent / "core" / "catalog.toml"
+    text = packaged.read_text().replace("memory_gb = 12\n", 'memory_gb = "12"\nfoo = 1\n', 1)
+    catalog = tmp_path / "catalog.toml"
+    catalog.write_text(text)
+    args = ["generate", "--out", str(tmp_path / "fleet"), "--days", "1", "--catalog"]
+    result = runner.invoke(cli.app, [*args, str(catalog)])
+
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "got '12'; " in " ".join(result.stderr.split())
+    assert "foo: unknown field" in result.stderr
+
+
 def test_history_convert_round_trips_and_validate_counts(fleet: Path, tmp_path: Path) -> None:
     rows = len(pd.read_parquet(fleet / "history.parquet"))
+    target = tmp_path / "not" / "yet" / "h.avro"  # made on the way
     converted = runner.invoke(
-        cli.app, ["history", "convert", str(fleet / "history.parquet"), str(tmp_path / "h.avro")]
+        cli.app, ["history", "convert", str(fleet / "history.parquet"), str(target)]
     )
     assert converted.exit_code == 0, converted.output
-    assert f"wrote {rows:,} rows" in converted.output
+    assert f"wrote {rows:,} rows" in " ".join(converted.output.split())
 
-    result = runner.invoke(cli.app, ["history", "validate", str(tmp_path / "h.avro")])
+    result = runner.invoke(cli.app, ["history", "validate", str(target)])
 
     assert result.exit_code == 0, result.output
     assert "valid" in result.output

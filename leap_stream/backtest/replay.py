@@ -470,6 +470,8 @@ class _Session:
         self.decisions = _Decisions(self.core)
         self.in_flight: dict[str, _InFlight] = {}
         self.counts: Counter[str] = Counter()
+        # completions on a hardware type the catalog does not name: nothing can score them
+        self.off_catalog: Counter[str] = Counter()
         self.rejected = 0  # history rows quarantined so far
         self.forgotten = 0
         self._day: date | None = None
@@ -595,6 +597,8 @@ class _Session:
         if flight is not None and self.follow_ranking:
             event = self._followed(flight, event)
         hardware = event["hardware_type"]
+        if hardware not in self.core.hw.index:
+            self.off_catalog[hardware] += 1
         held = flight is not None and self.holdout_left.get(hardware, 0) > 0
         if flight is not None:
             outcome = _outcome(flight, event, self.decisions, held, priced)
@@ -765,6 +769,10 @@ def replay(
         "lineages_forgotten": session.forgotten,
     }
     summary["rejects"] = quarantine.summary()
+    summary["off_catalog"] = {
+        "completions": session.off_catalog.total(),
+        "by_hardware": dict(session.off_catalog.most_common()),
+    }
     if run is not None and session.fast_forwarded:
         summary["fast_forward"] = {
             "until": run.cutoffs[0].isoformat(),
@@ -804,6 +812,8 @@ def replay(
             + (" (the fleet following the ranking)" if follow_ranking else ""),
             nightly=nightly_frame,
         )
+    else:  # not an earlier replay's report beside this one's figures
+        (out_dir / "report.html").unlink(missing_ok=True)
     return summary
 
 

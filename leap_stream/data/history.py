@@ -24,7 +24,7 @@ the column; given a ``rejects`` list, the readers instead set every broken row a
 ...     "param_count": 1_300_000_000, "global_batch_size": 512, "seq_len": 2048,
 ...     "precision": "bf16", "num_devices": 8, "tensor_parallel": 1, "pipeline_parallel": 1,
 ...     "micro_batches": None, "flops_per_sample": None, "team": None, "requested_hardware": None,
-...     "candidate_hardware": ["h100-80g", "mi300x"]}
+...     "candidate_hardware": ["H100-SXM", "MI300X"]}
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     write_history([events_to_table([("submitted", submitted)])], f"{tmp}/history.csv")
 ...     [(kind, event == submitted) for kind, event in iter_events(f"{tmp}/history.csv")]
@@ -676,9 +676,11 @@ class _Conformer:
     state: _State = field(default_factory=_State)
     optional: tuple[str, ...] = ()  # columns a file may lack (read as null)
 
-    def quarantine(self, rows: int) -> _Quarantine | None:
-        """Where the broken rows of the next ``rows``-row batch go (None: strict)."""
-        return None if self.rejects is None else _Quarantine(rows)
+    def quarantine(self, rows: int) -> _Quarantine:
+        """Where the broken rows of the next ``rows``-row batch go. Strict too: the batch's
+        rules all run, so that the error raised is its first broken row's, not the first
+        broken rule's."""
+        return _Quarantine(rows)
 
     def __call__(self, raw: pa.Table, quarantine: _Quarantine | None = None) -> pa.Table:
         if quarantine is None:
@@ -687,8 +689,10 @@ class _Conformer:
             raw, self.schema, self.name, self.offset, quarantine, self.optional
         )
         self.check(_Batch(table, self.name, self.offset, quarantine), self.state)
-        if quarantine is not None and quarantine.found:
-            assert self.rejects is not None
+        if quarantine.found:
+            if self.rejects is None:  # strict
+                row, column, reason = min(quarantine.found)
+                raise _row_error(self.name, self.offset + row, column, reason)
             self.rejects.extend(quarantine.rejects(self.offset))
             table = table.filter(pa.array(~quarantine.bad))
         self.offset += raw.num_rows
@@ -881,7 +885,7 @@ def read_history_batches(
     >>> import tempfile
     >>> rows = {"event_type": ["completed"], "event_id": ["e2"], "job_id": ["j1"],
     ...     "event_time": ["2025-09-03T11:00:00.000Z"], "lineage_id": ["l1"], "num_devices": [8],
-    ...     "hardware_type": ["h100-80g"], "status": ["succeeded"], "throughput": [-1.0],
+    ...     "hardware_type": ["H100-SXM"], "status": ["succeeded"], "throughput": [-1.0],
     ...     "steps": [1000]}
     >>> rows.update({c: [None] for c in HISTORY_SCHEMA.names if c not in rows})
     >>> with tempfile.TemporaryDirectory() as tmp:
@@ -995,7 +999,7 @@ def iter_events(
     --------
     >>> import tempfile
     >>> done = {"event_id": "e2", "event_time": 1_756_894_500_000, "job_id": "j1",
-    ...     "lineage_id": "l1", "hardware_type": "h100-80g", "num_devices": 8,
+    ...     "lineage_id": "l1", "hardware_type": "H100-SXM", "num_devices": 8,
     ...     "status": "failed", "throughput": None, "steps": 10, "failure_reason": "oom"}
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = write_history([events_to_table([("completed", done)])], f"{tmp}/h.parquet")
@@ -1030,7 +1034,7 @@ def events_to_table(events: Iterable[tuple[str, dict[str, Any]]]) -> pa.Table:
     Examples
     --------
     >>> events_to_table([("completed", {"event_id": "e1", "event_time": 0, "job_id": "j1",
-    ...     "lineage_id": "l1", "hardware_type": "mi300x", "num_devices": 8,
+    ...     "lineage_id": "l1", "hardware_type": "MI300X", "num_devices": 8,
     ...     "status": "preempted", "throughput": None, "steps": 0})]).num_rows
     1
     """
@@ -1095,7 +1099,7 @@ def check_events(events: Sequence[tuple[str, dict[str, Any]]]) -> list[Reject]:
     Examples
     --------
     >>> done = {"event_id": "e2", "event_time": 1_756_894_500_000, "job_id": "j1",
-    ...     "lineage_id": "l1", "hardware_type": "h100-80g", "num_devices": 8,
+    ...     "lineage_id": "l1", "hardware_type": "H100-SXM", "num_devices": 8,
     ...     "status": "succeeded", "throughput": 950.5, "steps": None}
     >>> late = {**done, "event_time": 0}  # late and repeated: fine in a stream
     >>> events = [("completed", done), ("completed", {**done, "status": "exploded"}),
@@ -1276,7 +1280,7 @@ def write_oracle(tables: Iterable[pa.Table | pd.DataFrame], path: str | os.PathL
     Examples
     --------
     >>> import tempfile
-    >>> frame = pd.DataFrame({"job_id": ["j1", "j1"], "hardware_type": ["h100-80g", "tpu-v5e"],
+    >>> frame = pd.DataFrame({"job_id": ["j1", "j1"], "hardware_type": ["H100-SXM", "TPU-v5e"],
     ...                       "throughput": [1200.0, None]})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     write_oracle([frame], f"{tmp}/oracle.parquet")
@@ -1319,12 +1323,12 @@ def iter_oracle(
     --------
     >>> import tempfile
     >>> frame = pd.DataFrame({"job_id": ["j1", "j1", "j2"],
-    ...     "hardware_type": ["h100-80g", "tpu-v5e", "h100-80g"],
+    ...     "hardware_type": ["H100-SXM", "TPU-v5e", "H100-SXM"],
     ...     "throughput": [1200.0, None, 300.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = write_oracle([frame], f"{tmp}/oracle.csv")
     ...     list(iter_oracle(f"{tmp}/oracle.csv", batch_rows=1))
-    [('j1', {'h100-80g': 1200.0, 'tpu-v5e': None}), ('j2', {'h100-80g': 300.0})]
+    [('j1', {'H100-SXM': 1200.0, 'TPU-v5e': None}), ('j2', {'H100-SXM': 300.0})]
     """
     name = str(path)
     seen: set[str] = set()

@@ -20,7 +20,7 @@ worker. Both need the service's topics (``leap-stream topics create``) and a run
         "job_id": "j-42", "lineage_id": "train-llama-7b", "model_type": "llama-7b",
         "model_family": "transformer", "framework": "pytorch", "param_count": 6_700_000_000,
         "global_batch_size": 512, "seq_len": 4096, "precision": "bf16", "num_devices": 8,
-        "tensor_parallel": 1, "pipeline_parallel": 1, "requested_hardware": "h100-80g",
+        "tensor_parallel": 1, "pipeline_parallel": 1, "requested_hardware": "H100-SXM",
     }  # event_id and event_time are filled in when missing
     with LeapClient("localhost:9092", timeout=10.0) as client:
         ranking = client.submit(job)  # the decoded HardwareRanking record of j-42

@@ -8,13 +8,13 @@ one log line. ``leap-stream scheduler`` runs it.
 
 >>> ranking = {"job_id": "j-1", "model_version": "online-120", "abstained": False,
 ...     "abstain_reason": None, "candidates": [
-...         {"hardware_type": "mi300x", "rank": 1, "predicted_cost_per_1k_samples": 0.0123},
-...         {"hardware_type": "h100-80g", "rank": 2, "predicted_cost_per_1k_samples": 0.0150},
+...         {"hardware_type": "MI300X", "rank": 1, "predicted_cost_per_1k_samples": 0.0123},
+...         {"hardware_type": "H100-SXM", "rank": 2, "predicted_cost_per_1k_samples": 0.0150},
 ...         {"hardware_type": "v100-16g", "rank": None, "predicted_cost_per_1k_samples": None}]}
 >>> choose(ranking)
-'mi300x'
+'MI300X'
 >>> describe(ranking)
-'job j-1: mi300x at $0.0123 per 1k samples (model online-120)'
+'job j-1: MI300X at $0.0123 per 1k samples (model online-120)'
 >>> abstained = {**ranking, "abstained": True, "abstain_reason": "no eligible candidate: oom"}
 >>> choose(abstained) is None
 True

@@ -335,8 +335,8 @@ def test_strict_stops_at_the_first_bad_row(
     tiny_history: TinyHistory, tmp_path: Path, dirty_history: Path
 ) -> None:
     out = tmp_path / "out"
-    # values that do not cast are found first (rule 2), then the other rules in order
-    with pytest.raises(HistoryError, match=r"dirty\.csv row 13, column 'throughput': 'fast'"):
+    # the first broken row, though values that do not cast (row 13's) are checked first
+    with pytest.raises(HistoryError, match=r"dirty\.csv row 1, column 'precision': 'bf32'"):
         _run(tiny_history, out, history=dirty_history, strict=True)
     assert not (out / "rejects.csv").exists()
     assert not (out / "summary.json").exists()

@@ -64,7 +64,7 @@ def _submitted(i: int, job: str, lineage: str, minutes: int, **overrides: Any) -
         "flops_per_sample": None,
         "team": None,
         "requested_hardware": None,
-        "candidate_hardware": ["h100-80g", "mi300x", "tpu-v5e"],
+        "candidate_hardware": ["H100-SXM", "MI300X", "TPU-v5e"],
     }
     event.update(overrides)
     return event
@@ -76,7 +76,7 @@ def _completed(i: int, job: str, lineage: str, minutes: int, **overrides: Any) -
         "event_time": T0 + timedelta(minutes=minutes),
         "job_id": job,
         "lineage_id": lineage,
-        "hardware_type": "h100-80g",
+        "hardware_type": "H100-SXM",
         "num_devices": 8,
         "status": "succeeded",
         "throughput": 1234.5,
@@ -106,7 +106,7 @@ EVENTS: list[tuple[str, dict[str, Any]]] = [
             precision="fp32",
             num_devices=4,
             tensor_parallel=1,
-            requested_hardware="mi300x",
+            requested_hardware="MI300X",
             candidate_hardware=None,
         ),
     ),
@@ -131,7 +131,7 @@ EVENTS: list[tuple[str, dict[str, Any]]] = [
             "j3",
             "l2",
             45,
-            hardware_type="mi300x",
+            hardware_type="MI300X",
             num_devices=4,
             status="failed",
             throughput=None,
@@ -148,7 +148,7 @@ EVENTS: list[tuple[str, dict[str, Any]]] = [
             "l1",
             90,
             precision="fp8",
-            requested_hardware="h100-80g",
+            requested_hardware="H100-SXM",
             pipeline_parallel=2,
             micro_batches=8,
             flops_per_sample=1.6e13,
@@ -252,7 +252,7 @@ def test_csv_layout_is_iso_times_and_joined_candidates(tmp_path: Path, table: pa
         assert reader.fieldnames == list(HISTORY_FILE_SCHEMA.names)
         row0, row1 = next(reader), next(reader)
     assert row0["event_time"] == "2025-09-03T10:15:00.123Z"
-    assert row0["candidate_hardware"] == "h100-80g;mi300x;tpu-v5e"
+    assert row0["candidate_hardware"] == "H100-SXM;MI300X;TPU-v5e"
     assert row1["candidate_hardware"] == row1["seq_len"] == ""
 
 
@@ -413,7 +413,7 @@ def test_text_in_an_integer_column_of_csv(tmp_path: Path, table: pa.Table) -> No
         (5, "throughput", float("nan"), "nan is not a positive"),
         (6, "tensor_parallel", -2, "-2 is not a positive"),
         (3, "candidate_hardware", [], "is an empty list"),
-        (3, "candidate_hardware", ["h100-80g", ""], "['h100-80g', ''] has an empty entry"),
+        (3, "candidate_hardware", ["H100-SXM", ""], "['H100-SXM', ''] has an empty entry"),
         (5, "event_id", "e2", "'e2' repeats row 2"),
         (1, "job_id", None, "is null; every row needs it"),
         (5, "failure_reason", "oom", "'oom' is set on an attempt that succeeded"),
@@ -468,17 +468,17 @@ ORACLE = pd.DataFrame(
     {
         "job_id": ["j1", "j1", "j1", "j3", "j3", "j2", "j2", "j2"],
         "hardware_type": [
-            *("h100-80g", "mi300x", "tpu-v5e"),
-            *("h100-80g", "mi300x"),
-            *("h100-80g", "mi300x", "tpu-v5e"),
+            *("H100-SXM", "MI300X", "TPU-v5e"),
+            *("H100-SXM", "MI300X"),
+            *("H100-SXM", "MI300X", "TPU-v5e"),
         ],
         "throughput": [1200.0, 1100.0, None, 300.0, 280.5, 1250.0, 1000.0, None],
     }
 )
 ORACLE_JOBS = [
-    ("j1", {"h100-80g": 1200.0, "mi300x": 1100.0, "tpu-v5e": None}),
-    ("j3", {"h100-80g": 300.0, "mi300x": 280.5}),
-    ("j2", {"h100-80g": 1250.0, "mi300x": 1000.0, "tpu-v5e": None}),
+    ("j1", {"H100-SXM": 1200.0, "MI300X": 1100.0, "TPU-v5e": None}),
+    ("j3", {"H100-SXM": 300.0, "MI300X": 280.5}),
+    ("j2", {"H100-SXM": 1250.0, "MI300X": 1000.0, "TPU-v5e": None}),
 ]
 
 
@@ -503,7 +503,7 @@ def test_oracle_job_rows_must_be_contiguous(tmp_path: Path) -> None:
 def test_oracle_hardware_type_once_per_job(tmp_path: Path) -> None:
     path = tmp_path / "oracle.csv"
     write_oracle([ORACLE.iloc[[0, 1, 0]]], path)
-    with pytest.raises(HistoryError, match=r"row 2, column 'hardware_type': 'h100-80g' repeats"):
+    with pytest.raises(HistoryError, match=r"row 2, column 'hardware_type': 'H100-SXM' repeats"):
         list(iter_oracle(path, batch_rows=2))
 
 

@@ -43,8 +43,8 @@ def _ranking(abstained: bool = False) -> dict[str, Any]:
         "abstain_reason": "no eligible candidate: too little memory" if abstained else None,
         "candidates": [
             {"hardware_type": "v100-16g", "rank": None, "predicted_cost_per_1k_samples": None},
-            {"hardware_type": "h100-80g", "rank": 2, "predicted_cost_per_1k_samples": 0.02},
-            {"hardware_type": "mi300x", "rank": 1, "predicted_cost_per_1k_samples": 0.0151},
+            {"hardware_type": "H100-SXM", "rank": 2, "predicted_cost_per_1k_samples": 0.02},
+            {"hardware_type": "MI300X", "rank": 1, "predicted_cost_per_1k_samples": 0.0151},
         ],
     }
 
@@ -68,8 +68,8 @@ def _submissions(events) -> list[dict[str, Any]]:
 
 
 def test_choose_takes_the_rank_1_candidate_wherever_it_is_listed() -> None:
-    assert choose(_ranking()) == "mi300x"
-    assert describe(_ranking()) == "job j-7: mi300x at $0.0151 per 1k samples (model online-42)"
+    assert choose(_ranking()) == "MI300X"
+    assert describe(_ranking()) == "job j-7: MI300X at $0.0151 per 1k samples (model online-42)"
 
 
 def test_choose_keeps_the_requested_hardware_when_the_ranking_abstained() -> None:

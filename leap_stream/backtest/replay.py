@@ -474,6 +474,7 @@ class _Session:
         self.off_catalog: Counter[str] = Counter()
         self.rejected = 0  # history rows quarantined so far
         self.forgotten = 0
+        self.stale_pending = 0  # submissions pending too long, forgotten by the core
         self._day: date | None = None
         # held-out type -> scored attempts still to predict before its completions are learned
         self.holdout_left = dict.fromkeys(holdout_hardware, holdout_first)
@@ -497,6 +498,7 @@ class _Session:
         if when.date() != self._day:  # once a day: forget idle lineages
             self._day = when.date()
             self.forgotten += core.evict_idle_lineages(now)
+            self.stale_pending += core.forget_stale_pending(now)
         if now < self.learn_until:
             self._learn_only(event)
             return
@@ -767,6 +769,7 @@ def replay(
     summary["state"] = {
         "lineages_kept": len(session.core.priors),
         "lineages_forgotten": session.forgotten,
+        "pending_forgotten": session.stale_pending,
     }
     summary["rejects"] = quarantine.summary()
     summary["off_catalog"] = {

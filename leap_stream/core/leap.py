@@ -140,6 +140,10 @@ IDLE_HALF_LIVES = 60.0 / HALF_LIFE_DAYS
 # a job that recurs months apart (a quarterly retrain, an MLPerf benchmark) keeps its priors.
 # About 160 MB (1.6 KB a lineage); a fleet of 3,000 attempts a day starts ~1,000 lineages a day.
 MIN_LINEAGES_KEPT = 100_000
+# A submission pending this long is forgotten: an attempt cancelled before it ran never
+# completes, and the service would otherwise keep it (2 to 3 KB) for good. A longer run's
+# completion then finds nothing to join (the service dead-letters it).
+PENDING_MAX_DAYS = 60.0
 _SOURCES = SOURCES[:4]  # the model's own: lineage_prior, transfer, model, cold_start
 _LINEAGE_PRIOR, _TRANSFER, _MODEL, _COLD_START = range(4)
 _SOURCE_NAMES = np.array(_SOURCES)
@@ -283,6 +287,24 @@ class LeapCore:
         for _, key in idle:
             del self.priors[key]
         return len(idle)
+
+    def forget_stale_pending(self, now_ms: float, max_days: float = PENDING_MAX_DAYS) -> int:
+        """Forget submissions pending for more than ``max_days``; return how many.
+
+        >>> from datetime import UTC, datetime
+        >>> from leap_stream.core.catalog import default_catalog
+        >>> core = LeapCore(default_catalog())
+        >>> core.pending["j1"] = {"job": {"event_time": datetime(2026, 1, 1, tzinfo=UTC)}}
+        >>> core.forget_stale_pending(datetime(2026, 3, 1, tzinfo=UTC).timestamp() * 1000.0)
+        0
+        >>> core.forget_stale_pending(datetime(2026, 3, 3, tzinfo=UTC).timestamp() * 1000.0)
+        1
+        """
+        horizon = now_ms - max_days * 86_400_000.0
+        stale = [key for key, entry in self.pending.items() if _time_ms(entry["job"]) < horizon]
+        for key in stale:
+            del self.pending[key]
+        return len(stale)
 
     def on_submitted(
         self, event: dict[str, Any], eligibility: Eligibility | None = None

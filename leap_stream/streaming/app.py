@@ -468,10 +468,13 @@ class Worker:
         )
 
     def _evict_daily(self, when: datetime) -> None:
-        """Once per event day, forget idle lineages (as the replay does)."""
+        """Once per event day, forget idle lineages and stale submissions (as the replay
+        does)."""
         if when.date() != self._day:
             self._day = when.date()
-            self.core.evict_idle_lineages(when.timestamp() * 1000.0)
+            now_ms = when.timestamp() * 1000.0
+            self.core.evict_idle_lineages(now_ms)
+            self.core.forget_stale_pending(now_ms)
 
     def _update_lag(self, offsets: dict[tuple[str, int], int]) -> None:
         assert self._consumer is not None
@@ -487,8 +490,11 @@ class Worker:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = sorted({tp.partition for tp in partitions})
         log.info("assigned partitions %s; restoring their state", numbers)
+        # the offsets first: their read waits for a previous owner's transaction still open
+        # (read_committed), so the state read after it holds that transaction's writes too
+        committed = consumer.committed(partitions, timeout=READS_TIMEOUT_S)
         self._restore_state(numbers)
-        for tp in consumer.committed(partitions, timeout=READS_TIMEOUT_S):
+        for tp in committed:
             low, high = consumer.get_watermark_offsets(tp, timeout=READS_TIMEOUT_S)
             self._fetched[(tp.topic, tp.partition)] = max(tp.offset, low)
             self._high_at_assign[(tp.topic, tp.partition)] = high

@@ -413,6 +413,22 @@ def test_a_forgotten_lineage_starts_over_without_its_prior(hw_catalog: Catalog) 
     assert _at(ranking, TWO[0])[1] != "lineage_prior"
 
 
+def test_a_submission_pending_too_long_is_forgotten_and_its_completion_not_learned(
+    hw_catalog: Catalog,
+) -> None:
+    core = LeapCore(hw_catalog)
+    core.on_submitted(_sub("cancelled", "a", 0))  # never completes
+    core.on_submitted(_sub("long-run", "b", 24.0 * 10))
+    now_ms = hours(24.0 * 61).timestamp() * 1000.0
+
+    assert core.forget_stale_pending(now_ms) == 1
+    assert set(core.pending) == {"long-run"}
+    assert core.forget_stale_pending(now_ms) == 0  # idempotent
+    assert not core.on_completed(_done("cancelled", "a", 24.0 * 62, TWO[0], 1000.0))
+    assert core.model.learned == 0
+    assert core.on_completed(_done("long-run", "b", 24.0 * 62, TWO[0], 1000.0))
+
+
 # -- input groups left out (an ablation) -------------------------------------------------------
 
 

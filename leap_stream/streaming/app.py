@@ -346,10 +346,17 @@ class Worker:
 
     def _caught_up(self, source: tuple[str, int]) -> bool:
         assert self._consumer is not None
-        _, high = self._consumer.get_watermark_offsets(TopicPartition(*source), cached=True)
+        partition = TopicPartition(*source)
+        _, high = self._consumer.get_watermark_offsets(partition, cached=True)
         if high < 0:  # the client learns a partition's end from its messages: none fetched yet
             high = self._high_at_assign.get(source, -1)
-        return high >= 0 and self._fetched.get(source, 0) >= high
+        if high < 0:
+            return False
+        if self._fetched.get(source, 0) >= high:
+            return True
+        # a transactional producer's commit marker takes an offset no message is delivered
+        # at, after its last message: the client's position moves past it
+        return self._consumer.position([partition])[0].offset >= high
 
     def _take_ready(self) -> list[_Input]:
         batch: list[_Input] = []

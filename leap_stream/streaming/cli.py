@@ -101,6 +101,15 @@ def serve(
     max_batch: Annotated[
         int, typer.Option("--max-batch", min=1, help="Input messages per transaction, at most.")
     ] = 500,
+    max_wait_ms: Annotated[
+        int,
+        typer.Option(
+            "--max-wait-ms",
+            min=0,
+            help="How long an input partition that is behind may hold back the event-time "
+            "merge (and so a ranking), in milliseconds.",
+        ),
+    ] = 500,
     partitions: Partitions = 4,
     lineage_half_life: LineageHalfLife = 14.0,
     promotion_margin: Annotated[
@@ -142,6 +151,7 @@ def serve(
         snapshot_every=snapshot_every,
         snapshot_interval_s=snapshot_interval,
         max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
         catalog=catalog,
         web_port=web_port,
         web_host=web_host,

@@ -355,6 +355,39 @@ def test_bad_messages_go_to_the_dead_letter_topic_and_the_rest_flows_on(
         assert _raw_at(kafka_bootstrap, topic, letter["partition"], letter["offset"]) == value
 
 
+def test_inputs_written_in_transactions_hold_no_ranking_back(
+    kafka_bootstrap: str, fleet_topics, fleet_events, tmp_path: Path
+) -> None:
+    from confluent_kafka import Producer
+
+    # an upstream that writes the job topics in Kafka transactions: each commit leaves a
+    # marker at an offset no message is delivered at, after the partition's last message
+    topics = fleet_topics(partitions=2)
+    events = fleet_events[:120]
+    producer = Producer(
+        {"bootstrap.servers": kafka_bootstrap, "transactional.id": unique_name("upstream")}
+    )
+    producer.init_transactions(30)
+    for start in range(0, len(events), 40):
+        producer.begin_transaction()
+        for kind, event in events[start : start + 40]:
+            topic = topics.submitted if kind == "submitted" else topics.completed
+            record = "JobSubmitted" if kind == "submitted" else "JobCompleted"
+            producer.produce(topic, key=event["lineage_id"].encode(), value=encode(record, event))
+        producer.commit_transaction(30)
+    # a partition behind would hold each ranking back this long: longer than the test waits
+    an_hour = str(3_600_000)
+    worker = WorkerProcess(
+        kafka_bootstrap, topics, unique_name("g"), tmp_path, "--max-wait-ms", an_hour
+    ).start()
+    try:
+        worker.wait_ready()
+        rankings = read_records(kafka_bootstrap, topics.rankings, len(_submissions(events)))
+    finally:
+        worker.stop()
+    assert sorted(r["job_id"] for _, r in rankings) == sorted(_submissions(events))
+
+
 def _raw_at(bootstrap: str, topic: str, partition: int, offset: int) -> bytes:
     from confluent_kafka import Consumer, TopicPartition
 

@@ -763,6 +763,7 @@ def replay(
     elapsed = time.perf_counter() - began
 
     counts["unmatched_completions"] = session.core.unmatched_completions
+    counts["implausible_completions"] = session.core.implausible_completions
     counts["never_completed"] = len(session.in_flight)
     backtest = session.backtest
     summary = backtest.summary(dict(counts), events_per_second=_rate(counts, elapsed))

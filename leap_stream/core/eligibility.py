@@ -114,6 +114,8 @@ class EligibilityRules:
             pos = positions
         else:
             names = tuple(listed)
+            if len(set(names)) < len(names):  # listed twice: one candidate, ranked once
+                names = tuple(dict.fromkeys(names))
             positions = np.array([hw.index.get(n, -1) for n in names], dtype=np.int64)
             known = positions >= 0
             pos = np.where(known, positions, 0)

@@ -140,6 +140,11 @@ IDLE_HALF_LIVES = 60.0 / HALF_LIFE_DAYS
 # a job that recurs months apart (a quarterly retrain, an MLPerf benchmark) keeps its priors.
 # About 160 MB (1.6 KB a lineage); a fleet of 3,000 attempts a day starts ~1,000 lineages a day.
 MIN_LINEAGES_KEPT = 100_000
+# A throughput this far from the model's prediction (on the log scale: e^20, 5e8 times) is a
+# broken measurement or unit, not a job: learned, one such completion moves every later
+# prediction (AdaGrad's intercept step is not damped) and its lineage's ratios to other types.
+# The model's cold starts are off by e^7.6 at the most on real data (MLPerf's first rounds).
+IMPLAUSIBLE_LOG_RESIDUAL = 20.0
 # A submission pending this long is forgotten: an attempt cancelled before it ran never
 # completes, and the service would otherwise keep it (2 to 3 KB) for good. A longer run's
 # completion then finds nothing to join (the service dead-letters it).
@@ -232,6 +237,7 @@ class LeapCore:
         # pass steps on it again instead of encoding the job anew (two fifths of the learning)
         self._prepared = RecentCache(2 * max(second_pass_delay, 1))
         self.unmatched_completions = 0
+        self.implausible_completions = 0  # (IMPLAUSIBLE_LOG_RESIDUAL)
         self._model_version: str | None = None  # set on the rankers of with_model
 
     @property
@@ -599,14 +605,18 @@ class LeapCore:
         try:
             i = entry["positions"].index(position)
         except ValueError:  # ran on hardware that was not among its candidates
+            i = None
             job = self.model.encoder.job(submitted)
             base = float(self.model.predict_many(job, np.array([position]))[0])
-        else:  # the residual against the submission-time model; and how far off it was
+        else:  # the residual against the submission-time model
             base = entry["base"][i]
-            if entry["log_pred"] is not None:  # (None: remembered without a ranking)
-                source = _SOURCES[entry["source"][i]]
-                abs_residual = abs(log_y - entry["log_pred"][i])
-                predicted = math.exp(entry["log_pred"][i])
+        if not abs(log_y - base) <= IMPLAUSIBLE_LOG_RESIDUAL:
+            self.implausible_completions += 1
+            return True, None
+        if i is not None and entry["log_pred"] is not None:  # (None: not ranked)
+            source = _SOURCES[entry["source"][i]]  # and how far off the ranking was
+            abs_residual = abs(log_y - entry["log_pred"][i])
+            predicted = math.exp(entry["log_pred"][i])
 
         lineage = submitted[self._lineage_field]
         now_ms = _time_ms(event)

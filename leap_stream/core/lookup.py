@@ -13,6 +13,7 @@ One entry per (model type, hardware type, device count): the median of the most 
 from __future__ import annotations
 
 import bisect
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 
@@ -53,6 +54,8 @@ class LookupTable:
         median = (
             ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
         )
+        if median == math.inf:  # two halves near the float's largest: their sum overflowed
+            median = ordered[middle - 1] / 2 + ordered[middle] / 2
         self._medians.setdefault((model_type, num_devices), {})[hardware] = median
 
     def predict_one(self, model_type: str, hardware: str, num_devices: int) -> float | None:

@@ -125,6 +125,15 @@ def _decay(entry: list[float], now_ms: float, half_life_days: float = HALF_LIFE_
     return 0.5 ** (max(now_ms - entry[3], 0.0) / _DAY_MS / half_life_days)
 
 
+def _decayed_mean(
+    entry: list[float], now_ms: float, half_life_days: float = HALF_LIFE_DAYS
+) -> float:
+    """An entry's mean, its sums decayed to ``now_ms``: the decay cancels but for rounding,
+    and for an entry so old that it underflows to zero (decades: 0/0), where it is left out."""
+    d = _decay(entry, now_ms, half_life_days)
+    return entry[0] * d / (entry[1] * d) if d > 0.0 else entry[0] / entry[1]
+
+
 def _mean(
     entry: list[float] | None, now_ms: float, shrink: float, half_life_days: float = HALF_LIFE_DAYS
 ) -> float:
@@ -245,8 +254,7 @@ def exact_measurements(
     found = {}
     for key, entry in state.items():
         if key.startswith(prefix) and entry[3] >= since_ms:
-            d = _decay(entry, now_ms, half_life_days)
-            found[key[len(prefix) :]] = entry[0] * d / (entry[1] * d)
+            found[key[len(prefix) :]] = _decayed_mean(entry, now_ms, half_life_days)
     return found
 
 
@@ -365,8 +373,7 @@ def lineage_entries(
         if key.startswith(prefix):
             i = index.get(key[len(prefix) :])
             if i is not None:
-                d = _decay(entry, now_ms, half_life_days)
-                exact[i] = entry[0] * d / (entry[1] * d)
+                exact[i] = _decayed_mean(entry, now_ms, half_life_days)
         else:
             i = index.get(key)
             if i is not None:

@@ -529,6 +529,14 @@ def _check_rows(batch: _Batch) -> None:
         _check_enum(batch, column)
     for column in _POSITIVE:
         _check_positive(batch, column)
+    # below one FLOP a sample the roofline's baseline (and every prediction) runs to infinity
+    least_flops = pc.min(batch.col("flops_per_sample")).as_py()
+    if least_flops is not None and least_flops < 1:
+        batch.fail_where(
+            pc.less(batch.col("flops_per_sample"), 1),
+            "flops_per_sample",
+            lambda v: f"{v!r} is below 1 (FLOPs of one sample, forward and backward)",
+        )
     least_steps = pc.min(batch.col("steps")).as_py()
     if least_steps is not None and least_steps < 0:
         batch.fail_where(pc.less(batch.col("steps"), 0), "steps", lambda v: f"{v!r} is negative")

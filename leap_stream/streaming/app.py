@@ -74,7 +74,7 @@ from leap_stream.core import LeapCore
 from leap_stream.core.catalog import Catalog, default_catalog, load_catalog
 from leap_stream.core.champion import ONLINE, ChampionChallenger
 from leap_stream.core.ensemble import ENSEMBLE, Ensemble
-from leap_stream.core.leap import warm_up
+from leap_stream.core.leap import IMPLAUSIBLE_LOG_RESIDUAL, warm_up
 from leap_stream.data.codec import CodecError, default_codec
 from leap_stream.data.history import check_events
 from leap_stream.streaming.order import FIRST, EventTimeMerge
@@ -396,9 +396,10 @@ class Worker:
                     value=self.codec.encode("HardwareRanking", record),
                 )
                 published.append((record, item.timestamp_ms))
-            elif not self._completed(event):
-                item.error = ("UnmatchedCompletion", _unmatched_reason(event))
-                self._dead_letter(item)
+            else:
+                item.error = self._completed(event)
+                if item.error is not None:
+                    self._dead_letter(item)
         for changelog in (self.pending, self.priors):
             for partition, key, value in changelog.drain():
                 producer.produce(topics.state, key=key, value=value, partition=partition)
@@ -422,17 +423,25 @@ class Worker:
             self._maybe_snapshot()
         self._update_lag(offsets)
 
-    def _completed(self, event: dict[str, Any]) -> bool:
+    def _completed(self, event: dict[str, Any]) -> tuple[str, str] | None:
         """Join a completion to its pending submission and learn from it (inline) or log it
-        for the learner; False when there is no pending submission to join."""
+        for the learner; the dead letter's error type and reason when it cannot be used."""
         assert self._producer is not None
+        implausible = self.core.implausible_completions
         matched, example = self.core.join(event)
         if not matched:
             self.metrics.completions.labels("unmatched").inc()
-            return False
+            return "UnmatchedCompletion", _unmatched_reason(event)
+        if self.core.implausible_completions > implausible:
+            self.metrics.completions.labels("implausible").inc()
+            return "ImplausibleThroughput", (
+                f"throughput {event['throughput']!r} of job {event['job_id']!r} is over e^"
+                f"{IMPLAUSIBLE_LOG_RESIDUAL:g} times off the model's prediction on "
+                f"{event['hardware_type']}: not learned (a broken measurement or unit?)"
+            )
         if example is None:
             self.metrics.completions.labels("not_learned").inc()
-            return True
+            return None
         self.metrics.completions.labels("learned").inc()
         self.metrics.score(example["predicted"], example["throughput"])
         self._producer.produce(
@@ -446,7 +455,7 @@ class Worker:
             self.core.learn(example)
             self._learned_since_snapshot += 1
             self.metrics.model_version.set(self.core.model.learned)
-        return True
+        return None
 
     def _on_learn_delivered(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:

@@ -76,6 +76,7 @@ def test_event_counts(summary: dict[str, Any]) -> None:
         "submitted": 5,
         "completed": 5,
         "unmatched_completions": 1,  # j99
+        "implausible_completions": 0,
         "never_completed": 1,  # j5
     }
     assert summary["submissions"] == 5

@@ -413,6 +413,53 @@ def test_a_forgotten_lineage_starts_over_without_its_prior(hw_catalog: Catalog) 
     assert _at(ranking, TWO[0])[1] != "lineage_prior"
 
 
+def test_a_lineage_measured_decades_ago_still_ranks_on_its_measurement(
+    hw_catalog: Catalog,
+) -> None:
+    core = LeapCore(hw_catalog)
+    decades = -24.0 * 365 * 55  # the decay of its sums underflows to zero
+    core.on_submitted(_sub("old", "L", decades))
+    core.on_completed(_done("old", "L", decades + 1, TWO[0], 1000.0))
+
+    ranking = core.on_submitted(_sub("now", "L", 0))
+
+    predicted, source = _at(ranking, TWO[0])
+    assert source == "lineage_prior" and predicted == pytest.approx(1000.0)
+
+
+def test_a_throughput_billions_of_times_off_is_scored_but_never_learned(
+    hw_catalog: Catalog,
+) -> None:
+    def trained(bad: float | None) -> LeapCore:
+        core = LeapCore(hw_catalog)
+        for i in range(20):
+            core.on_submitted(_sub(f"j{i}", f"L{i}", i))
+            core.on_completed(_done(f"j{i}", f"L{i}", i + 0.5, TWO[i % 2], 1000.0 + i))
+        if bad is not None:  # a broken measurement (or unit) on a lineage of its own
+            core.on_submitted(_sub("bad", "B", 30))
+            assert core.on_completed(_done("bad", "B", 31, TWO[0], bad))  # joined
+        return core
+
+    clean = trained(None)
+    for bad in (1e-300, 1e300):
+        core = trained(bad)
+        assert core.implausible_completions == 1
+        assert core.model.learned == clean.model.learned == 20
+        assert "B" not in core.priors  # nor the lineage's prior, nor its ratios
+        probe = _sub("probe", "P", 40)
+        assert np.array_equal(
+            core.on_submitted(probe).predicted, clean.on_submitted(probe).predicted
+        )
+    assert clean.implausible_completions == 0
+
+
+def test_a_candidate_listed_twice_is_ranked_once(hw_catalog: Catalog) -> None:
+    core = LeapCore(hw_catalog)
+    ranking = core.on_submitted(_sub("j1", "L", 0, [TWO[0], TWO[1], TWO[0]]))
+    assert ranking.hardware == (TWO[0], TWO[1])
+    assert sorted(ranking.ranked_hardware) == sorted(TWO)
+
+
 def test_a_submission_pending_too_long_is_forgotten_and_its_completion_not_learned(
     hw_catalog: Catalog,
 ) -> None:

@@ -27,6 +27,13 @@ def test_median_per_key() -> None:
     assert len(table) == 3
 
 
+def test_the_median_of_two_values_near_the_largest_float_is_finite() -> None:
+    table = LookupTable()
+    for x in (1.6e308, 1.7e308):
+        table.learn_one("bert", "H100-SXM", 8, x)
+    assert table.predict_one("bert", "H100-SXM", 8) == pytest.approx(1.65e308)
+
+
 def test_only_the_most_recent_window_counts() -> None:
     table = LookupTable(window=3)
     for x in (1.0, 2.0, 1000.0, 1000.0, 5.0):

@@ -423,6 +423,7 @@ def test_text_in_an_integer_column_of_csv(tmp_path: Path, table: pa.Table) -> No
         (4, "micro_batches", 4, "4 is set on a completed row"),
         (6, "flops_per_sample", 0.0, "0.0 is not a positive"),
         (6, "flops_per_sample", float("inf"), "inf is not a positive (finite)"),
+        (6, "flops_per_sample", 1e-300, "1e-300 is below 1 (FLOPs of one sample"),
         (4, "flops_per_sample", 5e9, "5000000000.0 is set on a completed row"),
         (4, "team", "vision", "'vision' is set on a completed row"),
         (6, "team", "", "is empty; use null when not known"),

@@ -282,17 +282,13 @@ def test_bad_messages_go_to_the_dead_letter_topic_and_the_rest_flows_on(
     valid = list(fleet_events[:40])
     submitted = next(e for kind, e in valid if kind == "submitted")
     completed = next(e for kind, e in valid if kind == "completed")
-    # a valid pair whose throughput is as small as a float holds: learned, not a crash
+    # a valid pair whose completion's throughput is as small as a float holds
     succeeded = next(e for kind, e in valid if kind == "completed" and e["throughput"])
     its_submission = next(
         e for kind, e in valid if kind == "submitted" and e["job_id"] == succeeded["job_id"]
     )
-    tiny = [
-        ("submitted", {**its_submission, "job_id": "tiny-1", "event_id": "tiny-1/s"}),
-        ("completed", {**succeeded, "job_id": "tiny-1", "event_id": "tiny-1/c",
-                       "throughput": 1e-320}),
-    ]  # fmt: skip
-    valid[20:20] = tiny
+    valid[20:20] = [("submitted", {**its_submission, "job_id": "tiny-1", "event_id": "tiny-1/s"})]
+    tiny = {**succeeded, "job_id": "tiny-1", "event_id": "tiny-1/c", "throughput": 1e-320}
     bad = [  # (topic, key, bytes, error type, words of the reason)
         (topics.submitted, b"garbage", b"not avro at all", "CodecError", "wrong marker"),
         (topics.completed, b"unknown", MARKER + bytes(8) + b"\x02", "CodecError", "fingerprint"),
@@ -324,19 +320,26 @@ def test_bad_messages_go_to_the_dead_letter_topic_and_the_rest_flows_on(
             "UnmatchedCompletion",
             "no pending submission for job 'ghost-1'",
         ),
+        (
+            topics.completed,
+            tiny["lineage_id"].encode(),  # its submission's partition
+            encode("JobCompleted", tiny),
+            "ImplausibleThroughput",
+            "throughput 1e-320 of job 'tiny-1' is over e^20 times off the model's prediction",
+        ),
     ]
     producer = EventProducer(kafka_bootstrap, topics)
     for i, (kind, event) in enumerate(valid):
         producer.send(kind, event)
-        if i % 7 == 5:
-            topic, key, value, _, _ = bad[i // 7]
+        if i % 5 == 4 and i // 5 < len(bad):  # the last one after the tiny submission
+            topic, key, value, _, _ = bad[i // 5]
             producer.send_raw(topic, key, value)
     producer.flush()
     group = unique_name("g")
     worker = WorkerProcess(kafka_bootstrap, topics, group, tmp_path).start()
     try:
         worker.wait_ready()
-        letters = {r["key"]: (m, r) for m, r in read_records(kafka_bootstrap, topics.dlq, 6)}
+        letters = {r["key"]: (m, r) for m, r in read_records(kafka_bootstrap, topics.dlq, len(bad))}
         jobs = _submissions(valid)
         rankings = read_records(kafka_bootstrap, topics.rankings, len(jobs))
         _wait_all_committed(kafka_bootstrap, group, [topics.submitted, topics.completed])
@@ -346,7 +349,7 @@ def test_bad_messages_go_to_the_dead_letter_topic_and_the_rest_flows_on(
         worker.stop()
     assert dead_letters_counted == len(bad)
     assert sorted(r["job_id"] for _, r in rankings) == sorted(jobs)  # the rest flowed on
-    assert learned == reference_run(valid)[1].model.learned  # the tiny throughput's among them
+    assert learned == reference_run(valid)[1].model.learned  # not the tiny throughput
     assert set(letters) == {key for _, key, _, _, _ in bad}
     for topic, key, value, error_type, words in bad:
         letter = letters[key][1]

@@ -535,7 +535,10 @@ def _warn_off_catalog(off_catalog: dict[str, Any]) -> None:
 @app.command()
 def generate(
     out: Annotated[
-        Path, typer.Option("--out", help="Directory for history.parquet and oracle.parquet.")
+        Path,
+        typer.Option(
+            "--out", file_okay=False, help="Directory for history.parquet and oracle.parquet."
+        ),
     ],
     days: Annotated[int, typer.Option(min=1, help="Trace length in days.")] = 180,
     jobs_per_day: Annotated[
@@ -562,7 +565,9 @@ def replay_command(
     history: HistoryArgument,
     out: Annotated[
         Path,
-        typer.Option("--out", help="Directory for summary.json, daily.csv and report.html."),
+        typer.Option(
+            "--out", file_okay=False, help="Directory for summary.json, daily.csv and report.html."
+        ),
     ],
     oracle: OracleOption = None,
     catalog: CatalogOption = None,
@@ -773,7 +778,10 @@ def retrain_command(
         ),
     ],
     out: Annotated[
-        Path, typer.Option("--out", help="Model directory: manifest.json and payload.pkl.")
+        Path,
+        typer.Option(
+            "--out", file_okay=False, help="Model directory: manifest.json and payload.pkl."
+        ),
     ],
     passes: Annotated[
         int | None,
@@ -828,7 +836,9 @@ def ablate_command(
     out: Annotated[
         Path,
         typer.Option(
-            "--out", help="Directory for ablation.csv, ablation.md, ablation.html, variants/."
+            "--out",
+            file_okay=False,
+            help="Directory for ablation.csv, ablation.md, ablation.html, variants/.",
         ),
     ],
     oracle: OracleOption = None,
@@ -862,6 +872,8 @@ def ablate_command(
     from the full replay.
     """
     from leap_stream.backtest.ablation import VARIANTS, ResumeError, ablate, table_cells
+    from leap_stream.backtest.replay import OracleError
+    from leap_stream.data.history import HistoryError
 
     known = {v.name: v for v in VARIANTS}
     unknown = sorted(set(only or ()) - known.keys())
@@ -870,7 +882,7 @@ def ablate_command(
         raise typer.Exit(2)
     chosen = [v for v in VARIANTS if not only or v.name == "full" or v.name in only]
     began = time.perf_counter()
-    with _exit_on(ResumeError):
+    with _exit_on(ResumeError, HistoryError, OracleError):
         table = ablate(
             history,
             out,
@@ -896,7 +908,10 @@ def ablate_command(
 def evaluate_command(
     history: HistoryArgument,
     out: Annotated[
-        Path, typer.Option("--out", help="Directory for evaluation.csv and summary.json.")
+        Path,
+        typer.Option(
+            "--out", file_okay=False, help="Directory for evaluation.csv and summary.json."
+        ),
     ],
     protocol: Annotated[
         str,
@@ -973,7 +988,9 @@ def import_mlperf_command(
             dir_okay=False,
         ),
     ],
-    out: Annotated[Path, typer.Option("--out", help="Directory for history.parquet.")],
+    out: Annotated[
+        Path, typer.Option("--out", file_okay=False, help="Directory for history.parquet.")
+    ],
     catalog: CatalogOption = None,
     round_date: Annotated[
         list[str] | None,
@@ -996,6 +1013,7 @@ def import_mlperf_command(
     ] = None,
 ) -> None:
     """Write the closed-division MLPerf Training results as a history (docs/real-data.md)."""
+    from leap_stream.data.history import HistoryError
     from leap_stream.data.importers.mlperf import (
         MlperfImportError,
         import_mlperf,
@@ -1004,7 +1022,7 @@ def import_mlperf_command(
     )
 
     catalog_ = _load_catalog(catalog)
-    with _exit_on(MlperfImportError):
+    with _exit_on(MlperfImportError, HistoryError):
         dates = parse_round_dates(round_date or [])
         specs = load_benchmarks(benchmarks) if benchmarks is not None else None
         stats = import_mlperf(csv_path, out, catalog_, round_dates=dates, benchmarks=specs)
@@ -1036,7 +1054,9 @@ def import_gavel_command(
             dir_okay=False,
         ),
     ],
-    out: Annotated[Path, typer.Option("--out", help="Directory for history.parquet.")],
+    out: Annotated[
+        Path, typer.Option("--out", file_okay=False, help="Directory for history.parquet.")
+    ],
     source: Annotated[
         list[str] | None,
         typer.Option(
@@ -1088,7 +1108,9 @@ def import_neusight_command(
             dir_okay=False,
         ),
     ],
-    out: Annotated[Path, typer.Option("--out", help="Directory for history.parquet.")],
+    out: Annotated[
+        Path, typer.Option("--out", file_okay=False, help="Directory for history.parquet.")
+    ],
     catalog: CatalogOption = None,
 ) -> None:
     """Write NeuSight's measured training iterations as a history (docs/real-data.md)."""
@@ -1176,7 +1198,10 @@ def history_convert(
 @app.command()
 def demo(
     out: Annotated[
-        Path, typer.Option("--out", help="Directory for the demo fleet and its backtest.")
+        Path,
+        typer.Option(
+            "--out", file_okay=False, help="Directory for the demo fleet and its backtest."
+        ),
     ] = Path("out/demo"),
     live: Annotated[
         bool,

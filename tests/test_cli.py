@@ -163,6 +163,32 @@ def test_replay_warns_of_completions_on_hardware_the_catalog_does_not_name(
     assert not (out / "report.html").exists()  # not beside this replay's figures
 
 
+def test_batch_commands_refuse_what_they_cannot_use_on_one_line(
+    fleet: Path, tmp_path: Path
+) -> None:
+    one_day = tmp_path / "one-day"
+    args = ["generate", "--out", str(one_day), "--days", "1", "--jobs-per-day", "20"]
+    assert runner.invoke(cli.app, args).exit_code == 0
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    history = str(fleet / "history.parquet")
+    cases = {  # command: words of its one-line error
+        ("replay", str(one_day / "history.parquet"), "--nightly", "--workers", "0",
+         "--out", str(tmp_path / "n")): "need submissions on two days at least",
+        ("ablate", history, "--oracle", str(one_day / "oracle.parquet"), "--workers", "0",
+         "--variant", "no_roofline", "--out", str(tmp_path / "a")): "oracle",
+        ("import", "gavel", str(a_file), "--out", str(tmp_path / "g")): "cannot read",
+    }  # fmt: skip
+    for command, words in cases.items():
+        result = runner.invoke(cli.app, list(command))
+        assert result.exit_code == 2, (command, result.output)
+        assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, command
+        assert words in result.stderr, (command, result.stderr)
+    # an output directory that is a file: refused before any work
+    result = runner.invoke(cli.app, ["replay", history, "--out", str(a_file)])
+    assert result.exit_code == 2 and "Invalid value for '--out'" in result.output
+
+
 def test_bad_catalog_exits_2(fleet: Path, tmp_path: Path) -> None:
     catalog = tmp_path / "catalog.toml"
     catalog.write_text("not toml at all\n")

@@ -20,6 +20,7 @@ and each one's difference from ``full`` in points. ``ablation.csv``, ``ablation.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import math
@@ -132,7 +133,8 @@ def ablate(
     if not any(v.name == "full" and not v.without for v in variants):
         raise ValueError("the variants must include 'full' (nothing removed): the reference")
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_inputs(out_dir / INPUTS_FILE, _inputs(history, oracle, lineage_half_life_days), resume)
+    inputs = _inputs(history, oracle, catalog, lineage_half_life_days)
+    _check_inputs(out_dir / INPUTS_FILE, inputs, resume)
     workers = machine_cores() if workers is None else workers
     args = (history, out_dir, catalog, oracle, lineage_half_life_days)
     summaries: dict[str, dict[str, Any]] = {}
@@ -168,12 +170,17 @@ def ablate(
     return table
 
 
-def _inputs(history: Path, oracle: Path | None, lineage_half_life_days: float) -> dict[str, Any]:
-    """What an ablation's variants were replayed from: files by path and size, and settings."""
+def _inputs(
+    history: Path, oracle: Path | None, catalog: Catalog, lineage_half_life_days: float
+) -> dict[str, Any]:
+    """What an ablation's variants were replayed from: files by path and size, the catalog's
+    content (its sha256: prices and figures both move the results) and settings."""
     files = {"history": history, "oracle": oracle}
+    entries = "\n".join(accelerator.model_dump_json() for accelerator in catalog)
     return {
         **{name: str(path.resolve()) if path else None for name, path in files.items()},
         **{f"{name}_bytes": path.stat().st_size if path else None for name, path in files.items()},
+        "catalog_sha256": hashlib.sha256(entries.encode()).hexdigest(),
         "lineage_half_life_days": lineage_half_life_days,
     }
 
@@ -295,19 +302,25 @@ def _page(table: pd.DataFrame, title: str) -> str:
         "choice over the truly cheapest eligible type): lower is better. A missing bar: the "
         "variant makes no such prediction (no transfers without prior throughput)."
     )
+    plot = _plot(table)
     return html_page(
         title,
         [
             f"<h1>{html.escape(title)}</h1>",
             '<p class="muted">In brackets: the difference from the full model, in points.</p>',
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
-            embedded(_plot(table), "accuracy, coverage and regret per variant", caption),
+            '<p class="muted">Nothing to plot: no variant scored an attempt.</p>'
+            if plot is None
+            else embedded(plot, "accuracy, coverage and regret per variant", caption),
         ],
     )
 
 
 def _plot(table: pd.DataFrame) -> Any:
+    """The figures' bars per variant (None: no variant has any figure)."""
     figures = [f for f in FIGURES if table[f[0]].notna().any()]
+    if not figures:
+        return None
     figure = blank_figure(3.2 * len(figures), 0.35 * len(table) + 1.2)
     axes = figure.subplots(1, len(figures), sharey=True, squeeze=False)[0]
     names = table["variant"].tolist()

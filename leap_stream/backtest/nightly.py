@@ -67,7 +67,7 @@ from leap_stream.core.priors import HALF_LIFE_DAYS
 from leap_stream.core.promotion import Decision, PromotionRule
 from leap_stream.core.ranking import SOURCES, Ranking
 from leap_stream.core.submission import Submission
-from leap_stream.data.history import read_history_batches
+from leap_stream.data.history import HistoryError, read_history_batches
 from leap_stream.runtime import tune_gc
 
 __all__ = [
@@ -208,7 +208,7 @@ def _submission_days(history: Path, batch_rows: int, strict: bool) -> tuple[date
             lows.append(bounds["min"].as_py())
             highs.append(bounds["max"].as_py())
     if not lows:
-        raise ValueError(f"{history}: no submission to score")
+        raise HistoryError(f"{history}: no submission to score")
     return _utc_day(min(lows)), _utc_day(max(highs))
 
 
@@ -225,6 +225,11 @@ def plan_cutoffs(
     first, last = _submission_days(history, batch_rows, strict)
     start = max(first + timedelta(days=1), last - timedelta(days=nights - 1))
     days = [start + timedelta(days=i) for i in range((last - start).days + 1)]
+    if not days:
+        raise HistoryError(
+            f"{history}: nightly retrains need submissions on two days at least "
+            f"(a night's models train on the days before it); its are all on {first}"
+        )
     return [datetime(d.year, d.month, d.day, tzinfo=UTC) for d in days]
 
 

@@ -327,39 +327,45 @@ def load_models(
         manifest = json.loads(manifest_path.read_text())
     except (OSError, ValueError) as error:
         raise ModelStoreError(f"{manifest_path}: cannot read the manifest ({error})") from error
-    if manifest.get("format") != FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise ModelStoreError(f"{manifest_path}: format {found!r}, this build reads {FORMAT!r}")
+    try:  # an edited manifest is refused, not a KeyError
+        payload_path = directory / manifest["payload"]["file"]
+        saved_sha256, libraries = manifest["payload"]["sha256"], dict(manifest["libraries"])
+        features = manifest["features"]
+        saved_hardware, saved_fingerprint = features["hardware_sha256"], features["fingerprint"]
+        cutoff = datetime.fromisoformat(manifest["cutoff"])
+    except (KeyError, TypeError, ValueError) as error:
         raise ModelStoreError(
-            f"{manifest_path}: format {manifest.get('format')!r}, this build reads {FORMAT!r}"
-        )
-    payload_path = directory / manifest["payload"]["file"]
+            f"{manifest_path}: missing or malformed entry ({type(error).__name__}: {error})"
+        ) from None
     try:
         payload = payload_path.read_bytes()
     except OSError as error:
         raise ModelStoreError(f"{payload_path}: cannot read the payload ({error})") from error
     digest = hashlib.sha256(payload).hexdigest()
-    if digest != manifest["payload"]["sha256"]:  # before unpickling anything
+    if digest != saved_sha256:  # before unpickling anything
         raise ModelStoreError(
             f"{payload_path}: sha256 {digest} differs from the manifest's "
-            f"{manifest['payload']['sha256']} (the file changed after it was saved)"
+            f"{saved_sha256} (the file changed after it was saved)"
         )
     problems = []
     for name, version in _libraries().items():
-        saved = manifest["libraries"].get(name)
+        saved = libraries.get(name)
         if saved != version:
             problems.append(f"{name} {saved} saved, {version} here")
     encoder = FeatureEncoder(HardwareArrays.from_catalog(catalog))
-    features = manifest["features"]
-    if features["hardware_sha256"] != _hardware_digest(encoder):
+    if saved_hardware != _hardware_digest(encoder):
         problems.append(
             f"hardware catalog: {features['hardware_types']} types saved, "
             f"{len(encoder.names)} here, or other names or order"
         )
-    elif features["fingerprint"] != feature_fingerprint(encoder):
+    elif saved_fingerprint != feature_fingerprint(encoder):
         problems.append(
             "feature set: the features this build computes differ from the ones the models "
             "learned (features.py or the catalog's figures changed)"
         )
-    cutoff = datetime.fromisoformat(manifest["cutoff"])
     if expect_cutoff is not None and cutoff != expect_cutoff:
         problems.append(f"cutoff {cutoff.isoformat()}, expected {expect_cutoff.isoformat()}")
     if problems:

@@ -176,3 +176,11 @@ def test_resume_reads_the_variants_already_replayed_and_replays_the_rest(
     )
     with pytest.raises(ResumeError, match="other inputs"):  # without the oracle: other inputs
         ablate(history, out, hw_catalog, variants=more, workers=0, progress=False, resume=True)
+    first = next(iter(hw_catalog))  # a price moves the regret: another catalog, other inputs
+    cheaper = first.model_copy(update={"price_per_device_hour": first.price_per_device_hour / 2})
+    repriced = Catalog([cheaper, *list(hw_catalog)[1:]])
+    with pytest.raises(ResumeError, match="other inputs"):
+        ablate(
+            history, out, repriced, oracle=oracle, variants=more, workers=0, progress=False,
+            resume=True,
+        )  # fmt: skip

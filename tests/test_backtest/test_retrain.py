@@ -154,6 +154,21 @@ def test_a_manifest_that_misstates_the_payload_is_refused(
         load_models(models, hw_catalog)
 
 
+@pytest.mark.parametrize("edit", ["libraries", "features", "payload", "a list"])
+def test_a_manifest_missing_an_entry_is_refused(
+    saved: tuple[Path, datetime], tmp_path: Path, hw_catalog: Catalog, edit: str
+) -> None:
+    models = _copy(saved, tmp_path)
+    manifest = json.loads((models / MANIFEST_FILE).read_text())
+    if edit == "a list":
+        manifest = [manifest]
+    else:
+        del manifest[edit]
+    (models / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(ModelStoreError, match=r"manifest\.json: (missing or malformed|format)"):
+        load_models(models, hw_catalog)
+
+
 def test_another_cutoff_than_the_one_expected_is_refused(
     saved: tuple[Path, datetime], hw_catalog: Catalog
 ) -> None:

@@ -123,7 +123,7 @@ def read_table(
     """
     try:
         frame = pd.read_csv(csv_path, dtype=dtype)
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise error(f"{csv_path}: cannot read {what} ({exc})") from None
     missing = [c for c in required if c not in frame.columns]
     if missing:

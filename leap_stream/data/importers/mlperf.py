@@ -389,11 +389,17 @@ def _read_results(csv_path: Path) -> pd.DataFrame:
     )
     for column in ("accelerators_count", "time_to_train_minutes", "tracked_throughput_median"):
         values = pd.to_numeric(frame[column], errors="coerce")
-        bad = values.isna() & frame[column].notna()
+        bad = (values.isna() & frame[column].notna()) | values.abs().eq(math.inf)
+        what = "a finite number"
+        if column == "accelerators_count":  # (a count: 8.5 would be read as 8)
+            bad |= values.notna() & values.mod(1).ne(0)
+            what = "a whole number"
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
+            cell = frame[column].iloc[i]
+            cell = cell.item() if isinstance(cell, np.generic) else cell  # inf, not np.float64(inf)
             raise MlperfImportError(
-                f"{csv_path} row {i}, column {column!r}: {frame[column].iloc[i]!r} is not a number"
+                f"{csv_path} row {i}, column {column!r}: {cell!r} is not {what}"
             )
         frame[column] = values
     return frame
@@ -487,7 +493,7 @@ def load_benchmarks(path: str | Path) -> dict[str, BenchmarkSpec]:
     try:
         with path.open("rb") as handle:
             document = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise MlperfImportError(f"{path}: cannot read the benchmarks file ({exc})") from None
     families = sorted(spec.name for spec in FAMILIES)
     specs: dict[str, BenchmarkSpec] = {}
@@ -514,8 +520,10 @@ def load_benchmarks(path: str | Path) -> dict[str, BenchmarkSpec]:
                 ok = isinstance(value, int | float) and not isinstance(value, bool)
             if not ok:
                 raise MlperfImportError(f"{where}, key {key!r}: {value!r} is not a {kind.__name__}")
-            if kind in (int, float) and not value > 0:
-                raise MlperfImportError(f"{where}, key {key!r}: {value!r} must be positive")
+            if kind in (int, float) and not 0 < value < math.inf:
+                raise MlperfImportError(
+                    f"{where}, key {key!r}: {value!r} must be positive and finite"
+                )
         if table["model_family"] not in families:
             raise MlperfImportError(
                 f"{where}, key 'model_family': {table['model_family']!r} is not one of "
@@ -661,13 +669,15 @@ def mlperf_events(
         sources[attempt["source"]] += 1
         kept.append(attempt)
 
-    kept.sort(key=lambda a: (dates[a["round"]], *a["order"]))
+    # rounds dated the same day (--round-date) follow one another
+    kept.sort(key=lambda a: (dates[a["round"]], a["round"], *a["order"]))
     events: list[tuple[str, dict[str, Any]]] = []
-    index_in_round: Counter[str] = Counter()
+    index_on_day: Counter[datetime] = Counter()
     for attempt in kept:
-        n = index_in_round[attempt["round"]]
-        index_in_round[attempt["round"]] += 1
-        submitted_at = dates[attempt["round"]] + n * ATTEMPT_SPACING
+        day = dates[attempt["round"]]
+        n = index_on_day[day]
+        index_on_day[day] += 1
+        submitted_at = day + n * ATTEMPT_SPACING
         events += attempt_events(attempt, submitted_at, COMPLETION_DELAY)
     stats = ImportStats(
         rows_read=len(frame),

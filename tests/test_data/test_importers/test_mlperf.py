@@ -465,13 +465,19 @@ def test_benchmarks_file_adds_a_benchmark(tmp_path: Path) -> None:
             '[x]\nmodel_family = "cnn"\nparam_count = 5\nreference_batch = -8',
             r"b\.toml \[x\], key 'reference_batch': -8 must be positive",
         ),
+        (
+            '[x]\nmodel_family = "cnn"\nparam_count = 5\nreference_batch = 8\n'
+            "samples_to_train = inf",
+            r"b\.toml \[x\], key 'samples_to_train': inf must be positive and finite",
+        ),
+        ('[x]\nmodel_family = "c\xe9"', r"b\.toml: cannot read the benchmarks file"),  # latin-1
     ],
 )
 def test_malformed_benchmarks_file_names_file_and_key(
     tmp_path: Path, text: str, message: str
 ) -> None:
     toml = tmp_path / "b.toml"
-    toml.write_text(text)
+    toml.write_bytes(text.encode("latin-1"))
     with pytest.raises(MlperfImportError, match=message):
         load_benchmarks(toml)
     csv = tmp_path / "r.csv"
@@ -490,6 +496,30 @@ def test_missing_column_and_bad_number_are_named(tmp_path: Path) -> None:
     pd.DataFrame([_row(), _row(time_to_train_minutes="fast")]).to_csv(path, index=False)
     with pytest.raises(MlperfImportError, match="row 1, column 'time_to_train_minutes': 'fast'"):
         mlperf_events(path)
+    pd.DataFrame([_row(), _row(time_to_train_minutes="inf")]).to_csv(path, index=False)
+    with pytest.raises(
+        MlperfImportError, match="row 1, column 'time_to_train_minutes': inf is not a finite number"
+    ):
+        mlperf_events(path)
+    pd.DataFrame([_row(accelerators_count=8.5)]).to_csv(path, index=False)
+    with pytest.raises(MlperfImportError, match=r"'accelerators_count': 8\.5 is not a whole"):
+        mlperf_events(path)
+    path.write_text("")
+    with pytest.raises(MlperfImportError, match="cannot read the results table"):
+        mlperf_events(path)
+
+
+def test_two_rounds_given_the_same_day_follow_one_another(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    rows = [_row(round="v4.0", submitter=s) for s in "ac"] + [_row(submitter="b")]  # v3.1
+    pd.DataFrame(rows).to_csv(path, index=False)
+    same_day = parse_round_dates([f"v4.0={ROUND_DATES['v3.1'].date().isoformat()}"])
+    events, stats = mlperf_events(path, round_dates=same_day)
+    assert stats.rows_kept == 3
+    submitted = [e for kind, e in events if kind == "submitted"]
+    times = [e["event_time"] for e in submitted]
+    assert times == sorted(times) and len(set(times)) == 3
+    assert [e["job_id"].split("/")[1] for e in submitted] == ["v3.1", "v4.0", "v4.0"]
 
 
 # --------------------------------------------------------------------------------------------

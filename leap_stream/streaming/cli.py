@@ -179,19 +179,30 @@ def _create(
     quiet: bool = False,
     learn_retention_ms: int | None = None,
 ) -> None:
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from leap_stream.streaming.topics import TopicNames, create_topics
+    from leap_stream.streaming.topics import TopicError, TopicNames, create_topics
 
-    outcome = create_topics(
-        AdminClient({"bootstrap.servers": bootstrap}),
-        TopicNames(prefix),
-        partitions,
-        learn_retention_ms=learn_retention_ms,
-    )
+    try:
+        outcome = create_topics(
+            AdminClient({"bootstrap.servers": bootstrap}),
+            TopicNames(prefix),
+            partitions,
+            learn_retention_ms=learn_retention_ms,
+        )
+    except (TopicError, KafkaException) as error:  # the first contact: a broker down shows here
+        err_console.print(f"[red]error:[/red] {bootstrap}: {_one_line(error)}", soft_wrap=True)
+        raise typer.Exit(2) from None
     if not quiet:
         for name, what in outcome.items():
             console.print(f"{what:8} {name}")
+
+
+def _one_line(error: Exception) -> str:
+    """A Kafka client's or a topic's error as one line (a KafkaException holds a KafkaError)."""
+    detail = error.args[0] if error.args else error
+    return " ".join(str(getattr(detail, "str", lambda: detail)()).split())
 
 
 def topics_create(
@@ -209,17 +220,13 @@ def topics_create(
 ):
     """Create the service's topics (idempotent: existing ones are checked, not changed; the
     learn log's retention is set when given)."""
-    from leap_stream.streaming.topics import KEEP_FOREVER, TopicError
+    from leap_stream.streaming.topics import KEEP_FOREVER
 
     retention_ms = None
     if learn_retention_days is not None:
         forever = learn_retention_days == -1
         retention_ms = KEEP_FOREVER if forever else round(learn_retention_days * 86_400_000)
-    try:
-        _create(bootstrap, topic_prefix, partitions, learn_retention_ms=retention_ms)
-    except TopicError as error:
-        err_console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(2) from None
+    _create(bootstrap, topic_prefix, partitions, learn_retention_ms=retention_ms)
 
 
 def produce(
@@ -253,15 +260,11 @@ def produce(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from leap_stream.data.history import HistoryError, iter_events
-    from leap_stream.streaming.produce import EventProducer, produce_events
-    from leap_stream.streaming.topics import TopicError, TopicNames
+    from leap_stream.streaming.produce import EventProducer, ProduceInterrupted, produce_events
+    from leap_stream.streaming.topics import TopicNames
 
     names = TopicNames(topic_prefix)
-    try:
-        _create(bootstrap, topic_prefix, partitions, quiet=True)
-    except (TopicError, KafkaException) as error:
-        err_console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(2) from None
+    _create(bootstrap, topic_prefix, partitions, quiet=True)
     total = _row_count(history)
     progress = Progress(
         TextColumn("producing"),
@@ -295,6 +298,14 @@ def produce(
         except KafkaException as error:
             err_console.print(f"[red]error:[/red] {error}")
             raise typer.Exit(1) from None
+        except ProduceInterrupted as stopped:
+            through = "" if stopped.through is None else f", through {stopped.through.isoformat()}"
+            err_console.print(
+                f"interrupted: the first {stopped.sent:,} events of {history} sent{through}; "
+                "produce the rest only (a rerun sends them again)",
+                soft_wrap=True,
+            )
+            raise typer.Exit(130) from None
     elapsed = max(time.monotonic() - began, 1e-9)
     console.print(
         f"{count:,} events produced to {names.submitted} and {names.completed} "
@@ -473,12 +484,14 @@ def scheduler(
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    from confluent_kafka import KafkaException
+
     try:
         subscriber = RankingSubscriber(
             bootstrap, place, topic_prefix, group_id, from_beginning=from_beginning
         )
-    except LookupError as error:
-        err_console.print(f"[red]error:[/red] {error}")
+    except (LookupError, KafkaException) as error:
+        err_console.print(f"[red]error:[/red] {bootstrap}: {_one_line(error)}", soft_wrap=True)
         raise typer.Exit(2) from None
     with subscriber:
         err_console.print(

@@ -24,7 +24,8 @@ worker. Both need the service's topics (``leap-stream topics create``) and a run
     }  # event_id and event_time are filled in when missing
     with LeapClient("localhost:9092", timeout=10.0) as client:
         ranking = client.submit(job)  # the decoded HardwareRanking record of j-42
-    best = next(c for c in ranking["candidates"] if c["rank"] == 1)
+    # the rank-1 candidate, or None when the ranking abstained (nothing can run the job)
+    best = next((c for c in ranking["candidates"] if c["rank"] == 1), None)
 
     def policy(ranking: dict) -> None:  # runs once per ranking in this process
         ...
@@ -108,7 +109,13 @@ class _ClosedOnExit:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.close()
+        if exc is None:
+            self.close()
+            return
+        try:  # the error in flight says more than a close that fails after it
+            self.close()
+        except Exception:
+            log.warning("closing after %s failed too", exc_type.__name__, exc_info=True)
 
 
 def _partitions(consumer: Consumer, topic: str, bootstrap: str) -> list[int]:
@@ -166,12 +173,15 @@ class LeapClient(_ClosedOnExit):
     timeout
         Seconds :meth:`submit` waits for a ranking before it raises :class:`TimeoutError`.
     **config
-        More librdkafka settings for the producer (e.g. security settings).
+        More librdkafka settings for the producer and the consumer (e.g. security settings:
+        ``security.protocol``, ``sasl.mechanism``, ...).
 
     Raises
     ------
     LookupError
         The rankings topic does not exist.
+    KafkaException
+        No broker answered at ``bootstrap`` (within librdkafka's metadata timeout, 30 s).
 
     Notes
     -----
@@ -188,6 +198,7 @@ class LeapClient(_ClosedOnExit):
         self._handed = _Recent(REMEMBERED_IDS)  # job ids whose ranking was handed out
         self._consumer = Consumer(
             {
+                **config,  # security settings and the like: both clients need them
                 "bootstrap.servers": bootstrap,
                 "group.id": f"leap-client-{uuid.uuid4().hex[:12]}",  # assigned, never joined
                 **READ_COMMITTED,

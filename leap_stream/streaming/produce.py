@@ -20,9 +20,19 @@ from leap_stream.data.codec import AvroCodec, default_codec
 from leap_stream.streaming.snapshots import NIGHTLY_PREFIX, nightly_record
 from leap_stream.streaming.topics import SNAPSHOT_MAX_BYTES, TopicNames
 
-__all__ = ["EventProducer", "produce_events", "publish_nightly_models"]
+__all__ = ["EventProducer", "ProduceInterrupted", "produce_events", "publish_nightly_models"]
 
 _RECORD = {"submitted": "JobSubmitted", "completed": "JobCompleted"}
+
+
+class ProduceInterrupted(KeyboardInterrupt):
+    """:func:`produce_events` stopped by an interrupt (Ctrl-C): the first ``sent`` events,
+    through ``through`` (an event time), are delivered; none after them was sent."""
+
+    def __init__(self, sent: int, through: datetime | None) -> None:
+        super().__init__(f"{sent} events sent")
+        self.sent = sent
+        self.through = through
 
 
 class EventProducer:
@@ -93,20 +103,26 @@ def produce_events(
     began = time.monotonic()
     first_ms: float | None = None
     count = 0
-    for kind, event in events:
-        if rate is not None:
-            due = began + count / rate
-        elif speedup is not None:
-            ms = event["event_time"].timestamp() * 1000.0
-            first_ms = ms if first_ms is None else first_ms
-            due = began + (ms - first_ms) / 1000.0 / speedup
-        else:
-            due = 0.0
-        wait = due - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        producer.send(kind, event)
-        count += 1
+    through = None
+    try:
+        for kind, event in events:
+            if rate is not None:
+                due = began + count / rate
+            elif speedup is not None:
+                ms = event["event_time"].timestamp() * 1000.0
+                first_ms = ms if first_ms is None else first_ms
+                due = began + (ms - first_ms) / 1000.0 / speedup
+            else:
+                due = 0.0
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            producer.send(kind, event)
+            count += 1
+            through = event["event_time"]
+    except KeyboardInterrupt:  # what was sent is delivered, and said, so a rerun can go on
+        producer.flush()
+        raise ProduceInterrupted(count, through) from None
     producer.flush()
     return count
 

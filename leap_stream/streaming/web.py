@@ -14,11 +14,13 @@ True
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections import OrderedDict
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -191,19 +193,21 @@ def serve_http(
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path == "/healthz":
+            path = urlsplit(self.path).path  # a query string (a scraper's, say) is ignored
+            if path == "/healthz":
                 ok = ready.is_set()
                 self._send(200 if ok else 503, {"status": "ready" if ok else "recovering"})
-            elif self.path == "/metrics":
+            elif path == "/metrics":
                 self._send_bytes(200, metrics.exposition(), "text/plain; version=0.0.4")
-            elif self.path.startswith("/rankings/"):
-                record = rankings.get(self.path.removeprefix("/rankings/"))
+            elif path.startswith("/rankings/"):
+                # a job id travels percent-encoded: "team a/job 7" as team%20a%2Fjob%207
+                record = rankings.get(unquote(path.removeprefix("/rankings/")))
                 if record is None:
                     self._send(404, {"error": "no ranking for that job_id on this worker"})
                 else:
                     self._send(200, record)
             else:
-                self._send(404, {"error": f"no such path: {self.path}"})
+                self._send(404, {"error": f"no such path: {path}"})
 
         def _send(self, status: int, body: dict[str, Any]) -> None:
             data = json.dumps(body, default=_json_default).encode()
@@ -219,6 +223,19 @@ def serve_http(
         def log_message(self, format: str, *args: Any) -> None:
             pass  # requests are not worth a log line each
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = _Server((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="leap-http", daemon=True).start()
     return server
+
+
+class _Server(ThreadingHTTPServer):
+    """The endpoints' server: a probe and a scrape at once must not wait for a retried SYN
+    (the default backlog of 5: seconds, with 64 clients), and a client that hangs up early is
+    not an error worth a traceback."""
+
+    request_queue_size = 128
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from leap_stream.cli import app
 from leap_stream.client import LeapClient, RankingSubscriber
 from leap_stream.data.history import events_to_table, write_history
-from leap_stream.streaming.produce import EventProducer, produce_events
+from leap_stream.streaming.produce import EventProducer, ProduceInterrupted, produce_events
 from leap_stream.streaming.scheduler import choose, describe
 from leap_stream.streaming.topics import TopicNames
 
@@ -146,6 +146,24 @@ def test_submit_without_a_worker_times_out_and_a_bad_job_is_refused_before_sendi
     assert sum(ends.values()) == 1  # only the good job was published
     with pytest.raises(LookupError, match="topics create"):
         LeapClient(kafka_bootstrap, unique_name("none") + ".")
+
+
+@integration
+def test_an_interrupted_produce_says_what_it_delivered(
+    kafka_bootstrap: str, fleet_topics, fleet_events
+) -> None:
+    topics = fleet_topics(partitions=2)
+
+    def interrupted_after(n: int):
+        yield from fleet_events[:n]
+        raise KeyboardInterrupt  # Ctrl-C while the next event is read
+
+    with pytest.raises(ProduceInterrupted) as stopped:
+        produce_events(EventProducer(kafka_bootstrap, topics), interrupted_after(7))
+    assert stopped.value.sent == 7
+    assert stopped.value.through == fleet_events[6][1]["event_time"]
+    ends = end_offsets(kafka_bootstrap, [topics.submitted, topics.completed])
+    assert sum(ends.values()) == 7  # delivered, not left in the producer's queue
 
 
 @integration

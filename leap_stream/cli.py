@@ -372,7 +372,7 @@ def nightly_view(block: Mapping[str, Any]) -> Table:
 
 
 def _fleet_table(stats: FleetStats, out: Path, seconds: float) -> Table:
-    table = Table(title=f"fleet written to {out}", show_header=False)
+    table = Table(title=f"fleet written to {escape(str(out))}", show_header=False)
     table.add_row("first day", stats.start.date().isoformat())
     table.add_row("days", str(stats.days))
     table.add_row("lineages", f"{stats.lineages:,}")
@@ -386,7 +386,7 @@ def _fleet_table(stats: FleetStats, out: Path, seconds: float) -> Table:
 
 
 def _import_table(stats: ImportStats, csv_path: Path) -> Table:
-    table = Table(title=f"imported {csv_path.name}", show_header=False)
+    table = Table(title=f"imported {escape(csv_path.name)}", show_header=False)
     table.add_row("rows read", f"{stats.rows_read:,}")
     table.add_row("rows kept (attempts)", f"{stats.rows_kept:,}")
     for reason, count in stats.dropped.items():
@@ -459,7 +459,7 @@ def _replay(
 
     errors: tuple[type[Exception], ...] = (HistoryError, OracleError)
     rankings = None
-    title = f"backtest of {history.name}"
+    title = f"backtest of {escape(history.name)}"
     if follow_ranking:
         title += ", the fleet following the ranking"
     if via_kafka is not None:
@@ -501,14 +501,14 @@ def _replay(
     if rejected:
         console.print(
             f"{rejected:,} bad history row{'s' if rejected != 1 else ''} skipped, "
-            f"listed in {out / REJECTS_FILE}",
+            f"listed in {escape(str(out / REJECTS_FILE))}",
             soft_wrap=True,
         )
     _warn_off_catalog(summary["off_catalog"])
     written = ["summary.json", "daily.csv"] + (["report.html"] if report else [])
     written += ["nightly.csv"] if summary.get("nightly") else []
     written += [REJECTS_FILE] if rejected else []
-    console.print(f"written to {out}/: {', '.join(written)}")
+    console.print(f"written to {escape(str(out))}/: {', '.join(written)}")
 
 
 def _warn_off_catalog(off_catalog: dict[str, Any]) -> None:
@@ -814,7 +814,7 @@ def retrain_command(
             train_days=train_days,
             lineage_half_life_days=lineage_half_life,
         )
-    table = Table(title=f"batch models written to {out}", show_header=False)
+    table = Table(title=f"batch models written to {escape(str(out))}", show_header=False)
     data = manifest["data"]
     table.add_row("cutoff", manifest["cutoff"])
     table.add_row("examples (succeeded completions)", f"{data['examples']:,}")
@@ -894,14 +894,14 @@ def ablate_command(
             resume=resume,
         )
     header, rows = table_cells(table)
-    view = Table(title=f"ablation of {history.name} (in brackets: points from full)")
+    view = Table(title=f"ablation of {escape(history.name)} (in brackets: points from full)")
     for column in header[:-1]:  # what each variant removed: in ablation.md
         first = column == "variant"
         view.add_column(column, justify="left" if first else "right", no_wrap=first)
     for row in rows:
         view.add_row(*row[:-1])
     console.print(view)
-    console.print(f"written to {out} in {time.perf_counter() - began:.0f} s")
+    console.print(f"written to {escape(str(out))} in {time.perf_counter() - began:.0f} s")
 
 
 @app.command("evaluate")
@@ -974,7 +974,7 @@ def evaluate_command(
         )
     write_evaluation(result, out)
     console.print(evaluation_view(result.summary))
-    console.print(f"written to {out}/: evaluation.csv, summary.json")
+    console.print(f"written to {escape(str(out))}/: evaluation.csv, summary.json")
 
 
 @import_app.command("mlperf")

@@ -161,6 +161,9 @@ def test_replay_warns_of_completions_on_hardware_the_catalog_does_not_name(
         result.stderr.split()
     )
     assert not (out / "report.html").exists()  # not beside this replay's figures
+    # neither scored nor abstentions: the model predicted every attempt it could be scored on
+    accuracy = summary["accuracy"]
+    assert accuracy["within_10pct_abstain_as_miss"] == accuracy["within_10pct"]
 
 
 def test_batch_commands_refuse_what_they_cannot_use_on_one_line(

@@ -874,7 +874,10 @@ def _outcome(
     predicted, lower, upper, source = _value_for(flight.model, hardware)
     lookup_predicted = _value_for(flight.lookup, hardware)[0]
     hours = max((completed["event_time"] - job["event_time"]).total_seconds() / 3600.0, 0.0)
-    actual = completed.get("throughput") if completed["status"] == "succeeded" else None
+    # an attempt on a type the catalog does not name is not scored (neither policy could
+    # predict it), so it is no abstention either
+    known = hardware in decisions.index
+    actual = completed.get("throughput") if completed["status"] == "succeeded" and known else None
     extra: dict[str, Any] = {}
     truth = flight.truth
     if truth is not None:

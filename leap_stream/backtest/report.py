@@ -219,7 +219,7 @@ def _headline_table(s: Mapping[str, Any]) -> str:
             "submissions with an eligible candidate that got a ranking",
         ),
         _row(
-            "Coverage, GPU-hour weighted",
+            "Coverage, device-hour weighted",
             _pct(s["coverage_gpu_hours"]),
             _pct(lookup["coverage_gpu_hours"]),
             "the same, each completed attempt weighted by its device-hours",
@@ -652,6 +652,7 @@ def _lines(
     series: Sequence[tuple[str, str, str, str]],
 ) -> bool:
     """Draw (column, label, color, linestyle) series; False when every value is missing."""
+    daily = _calendar(daily)
     drawn = False
     smooth = len(daily) > _SMOOTH_AFTER_DAYS
     for column, label, color, style in series:
@@ -675,6 +676,15 @@ def _lines(
                 label=label,
             )
     return drawn
+
+
+def _calendar(daily: pd.DataFrame) -> pd.DataFrame:
+    """``daily`` with a row for every calendar day from its first to its last (NaN on a day
+    without data): a gap breaks the lines instead of being drawn across, and a rolling mean
+    of seven rows spans seven days."""
+    days = pd.to_datetime(daily["day"])
+    every = pd.date_range(days.min(), days.max(), freq="D", name="day")
+    return daily.assign(day=days).set_index("day").reindex(every).reset_index()
 
 
 def _share_plot(
@@ -757,7 +767,7 @@ def _calibration_plot(calibration: pd.DataFrame, nominal: float) -> Figure | Non
     labels = [
         f"{name}\n(n={n:,})" for name, n in zip(per_source.index, per_source["n"], strict=True)
     ]
-    dots.set_xticks(positions, labels, fontsize=8)
+    dots.set_xticks(positions, labels, fontsize=8, parse_math=False)
     dots.set_xlim(-0.6, len(shares) - 0.4)
     dots.set_title("by prediction source", fontsize=10)
     dots.grid(axis="y", alpha=0.3)
@@ -801,7 +811,7 @@ def _breakdown_plot(table: pd.DataFrame, key: str) -> Figure | None:
         f"{name}  (n={n:,}, both {both:,})"
         for name, n, both in zip(table[key], table["n"], table["both_n"], strict=True)
     ]
-    ax.set_yticks(positions, labels, fontsize=8)
+    ax.set_yticks(positions, labels, fontsize=8, parse_math=False)  # a $ is text
     ax.xaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_xlabel("median absolute percentage error (MdAPE)")
     ax.grid(axis="x", alpha=0.3)
@@ -837,7 +847,7 @@ def _source_plot(summary: Mapping[str, Any]) -> Figure | None:
                 mew=2.5,
                 label="oracle (noise ceiling)",
             )
-        ax.set_yticks(positions, labels if column == 0 else [], fontsize=8)
+        ax.set_yticks(positions, labels if column == 0 else [], fontsize=8, parse_math=False)
         ax.xaxis.set_major_formatter(PercentFormatter(1.0))
         ax.set_xlabel(xlabel)
         ax.grid(axis="x", alpha=0.3)

@@ -11,10 +11,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from leap_stream.backtest.metrics import AttemptOutcome, Backtest
-from leap_stream.backtest.report import write_report
+from leap_stream.backtest.report import _calendar, write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -120,6 +121,30 @@ def test_page_references_nothing_outside_itself(tmp_path: Path) -> None:
     assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
     for forbidden in ("href=", "<script", "<link", "url(", "@import", "http://", "https://"):
         assert forbidden not in page
+
+
+def test_names_with_a_dollar_sign_are_drawn_as_text(tmp_path: Path) -> None:
+    bt = Backtest(interval_level=0.9)
+    for family in ("vit$_{$x", "vit $5-$10 budget"):  # mathtext, were it parsed: an error
+        bt.observe_submission(date(2025, 5, 1), True, True, False)
+        bt.observe(
+            AttemptOutcome(
+                day=date(2025, 5, 1), family=family, hardware="H100$x$", status="succeeded",
+                actual=100.0, model_predicted=105.0, model_lower=90.0, model_upper=110.0,
+                model_source="model", lookup_predicted=None, has_eligible=True,
+                model_ranked=True, lookup_ranked=False, device_hours=1.0,
+            )
+        )  # fmt: skip
+    page = _write(tmp_path, bt)
+    assert page.count("<img ") >= 4
+
+
+def test_a_day_without_data_breaks_the_lines_rather_than_joining_them() -> None:
+    daily = pd.DataFrame({"day": [date(2025, 5, 1), date(2025, 5, 2), date(2025, 5, 5)],
+                          "model_within_10pct": [0.5, 0.6, 0.7]})  # fmt: skip
+    calendar = _calendar(daily)
+    assert [d.day for d in calendar["day"]] == [1, 2, 3, 4, 5]
+    assert calendar["model_within_10pct"].isna().tolist() == [False, False, True, True, False]
 
 
 def test_title_is_escaped(tmp_path: Path) -> None:

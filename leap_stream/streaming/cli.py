@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = ["register"]
 
@@ -192,7 +193,9 @@ def _create(
             learn_retention_ms=learn_retention_ms,
         )
     except (TopicError, KafkaException) as error:  # the first contact: a broker down shows here
-        err_console.print(f"[red]error:[/red] {bootstrap}: {_one_line(error)}", soft_wrap=True)
+        err_console.print(
+            f"[red]error:[/red] {escape(bootstrap)}: {escape(_one_line(error))}", soft_wrap=True
+        )
         raise typer.Exit(2) from None
     if not quiet:
         for name, what in outcome.items():
@@ -301,8 +304,8 @@ def produce(
         except ProduceInterrupted as stopped:
             through = "" if stopped.through is None else f", through {stopped.through.isoformat()}"
             err_console.print(
-                f"interrupted: the first {stopped.sent:,} events of {history} sent{through}; "
-                "produce the rest only (a rerun sends them again)",
+                f"interrupted: the first {stopped.sent:,} events of {escape(str(history))} "
+                f"sent{through}; produce the rest only (a rerun sends them again)",
                 soft_wrap=True,
             )
             raise typer.Exit(130) from None
@@ -365,7 +368,6 @@ def models(bootstrap: Bootstrap, topic_prefix: Prefix = "") -> None:
     upgrade to see what its workers will refuse (other libraries or features; a catalog
     change shows only in the worker)."""
     from confluent_kafka import OFFSET_BEGINNING, KafkaException, Message, TopicPartition
-    from rich.markup import escape
 
     from leap_stream.data.codec import CodecError, default_codec
     from leap_stream.streaming.snapshots import MODEL_KEY, SERVING_KEY
@@ -491,7 +493,9 @@ def scheduler(
             bootstrap, place, topic_prefix, group_id, from_beginning=from_beginning
         )
     except (LookupError, KafkaException) as error:
-        err_console.print(f"[red]error:[/red] {bootstrap}: {_one_line(error)}", soft_wrap=True)
+        err_console.print(
+            f"[red]error:[/red] {escape(bootstrap)}: {escape(_one_line(error))}", soft_wrap=True
+        )
         raise typer.Exit(2) from None
     with subscriber:
         err_console.print(

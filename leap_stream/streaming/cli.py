@@ -7,6 +7,7 @@ commands, so ``leap-stream --help`` answers at once.
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
 import threading
@@ -167,10 +168,16 @@ def serve(
         signal.signal(signum, lambda *_: stop.set())
     worker = Worker(settings)
     err_console.print(
-        f"worker {worker_id} ({mode}) on {bootstrap}, topics {settings.topics.submitted} ..., "
-        f"http://127.0.0.1:{web_port}/healthz"
+        f"worker {worker_id} ({mode}) on {escape(bootstrap)}, topics {settings.topics.submitted} "
+        f"..., http://{web_host}:{web_port}/healthz"
     )
-    worker.run(stop)
+    try:
+        worker.run(stop)
+    except OSError as error:  # the HTTP port, bound first thing: taken by another process
+        if error.errno != errno.EADDRINUSE:
+            raise
+        err_console.print(f"[red]error:[/red] --web-port {web_port}: {error.strerror}")
+        raise typer.Exit(2) from None
 
 
 def _create(

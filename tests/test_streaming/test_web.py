@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -52,3 +55,20 @@ def test_a_query_string_does_not_hide_an_endpoint(endpoints) -> None:
     assert status == 200 and b"leap_rankings_published" in body
     assert _get(f"{base}/rankings/j-1?fields=all")[0] == 200
     assert _get(f"{base}/nowhere?x=1")[0] == 404
+
+
+@pytest.mark.integration
+def test_serve_on_a_port_taken_says_so_on_one_line(kafka_bootstrap: str, fleet_topics) -> None:
+    topics = fleet_topics(partitions=1)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        serve = [
+            *(sys.executable, "-m", "leap_stream", "serve", "--bootstrap", kafka_bootstrap),
+            *("--topic-prefix", topics.prefix, "--partitions", "1", "--web-port", str(port)),
+        ]
+        result = subprocess.run(serve, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert f"error: --web-port {port}: Address already in use" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -599,11 +599,12 @@ class _Session:
         if flight is not None and self.follow_ranking:
             event = self._followed(flight, event)
         hardware = event["hardware_type"]
-        if hardware not in self.core.hw.index:
+        known = hardware in self.core.hw.index
+        if not known:
             self.off_catalog[hardware] += 1
         held = flight is not None and self.holdout_left.get(hardware, 0) > 0
         if flight is not None:
-            outcome = _outcome(flight, event, self.decisions, held, priced)
+            outcome = _outcome(flight, event, self.decisions, held, priced, known)
             self.backtest.observe(outcome)
             if outcome.holdout:
                 self.holdout_left[hardware] -= 1
@@ -866,9 +867,11 @@ def _outcome(
     decisions: _Decisions,
     held: bool = False,
     priced: dict[str, Any] | None = None,
+    known: bool = True,
 ) -> AttemptOutcome:
-    """Score an attempt: its accuracy where it ran (``completed``), and the decision costs of
-    the history's attempt (``priced``, default ``completed``)."""
+    """Score an attempt: its accuracy where it ran (``completed``; ``known``: on a catalog
+    type), and the decision costs of the history's attempt (``priced``, default
+    ``completed``)."""
     job = flight.job
     hardware = completed["hardware_type"]
     predicted, lower, upper, source = _value_for(flight.model, hardware)
@@ -876,7 +879,6 @@ def _outcome(
     hours = max((completed["event_time"] - job["event_time"]).total_seconds() / 3600.0, 0.0)
     # an attempt on a type the catalog does not name is not scored (neither policy could
     # predict it), so it is no abstention either
-    known = hardware in decisions.index
     actual = completed.get("throughput") if completed["status"] == "succeeded" and known else None
     extra: dict[str, Any] = {}
     truth = flight.truth
